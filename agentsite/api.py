@@ -1,0 +1,135 @@
+"""The REST API: one NinjaAPI, Bearer-token or browser-session auth, one error format.
+
+Every error body is ``{"error": {"code", "message", "details"?}}``: a machine
+readable code, a sentence for people, and optional structured details.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.http import Http404, HttpRequest, HttpResponse
+from django.utils import timezone
+from ninja import NinjaAPI
+from ninja.errors import AuthenticationError, HttpError
+from ninja.errors import ValidationError as NinjaValidationError
+from ninja.security import HttpBearer, SessionAuth
+
+from agentsite.models import ApiToken
+
+
+class ApiError(Exception):
+    """An error with an HTTP status, a stable code and a human sentence."""
+
+    def __init__(self, status: int, code: str, message: str, details: Any = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.code = code
+        self.message = message
+        self.details = details
+
+
+def error_body(code: str, message: str, details: Any = None) -> dict[str, Any]:
+    error: dict[str, Any] = {"code": code, "message": message}
+    if details is not None:
+        error["details"] = details
+    return {"error": error}
+
+
+class BearerTokenAuth(HttpBearer):
+    def authenticate(self, request: HttpRequest, token: str) -> AbstractBaseUser | None:
+        return user_for_token(token)
+
+
+def user_for_token(raw: str) -> AbstractBaseUser | None:
+    """The active user a raw API token belongs to, or None."""
+    api_token = ApiToken.objects.for_raw_token(raw)
+    if api_token is None or not api_token.user.is_active:
+        return None
+    ApiToken.objects.filter(pk=api_token.pk).update(last_used_at=timezone.now())
+    return api_token.user
+
+
+api = NinjaAPI(
+    title="agentsite",
+    version="1",
+    description="Start long tool calls as jobs, run background model turns, resume streams.",
+    auth=[BearerTokenAuth(), SessionAuth()],
+    urls_namespace="api",
+    docs_url="/docs",
+)
+
+
+def request_user(request: HttpRequest) -> AbstractBaseUser:
+    """The authenticated caller (``request.auth`` for Bearer, ``request.user`` otherwise)."""
+    user = getattr(request, "auth", None)
+    if isinstance(user, AbstractBaseUser):
+        return user
+    if isinstance(request.user, AnonymousUser):  # pragma: no cover - auth guards this
+        raise ApiError(401, "unauthorized", "Authentication required.")
+    return request.user  # type: ignore[return-value]
+
+
+@api.exception_handler(ApiError)
+def on_api_error(request: HttpRequest, exc: ApiError) -> HttpResponse:
+    return api.create_response(
+        request, error_body(exc.code, exc.message, exc.details), status=exc.status
+    )
+
+
+@api.exception_handler(NinjaValidationError)
+def on_validation_error(request: HttpRequest, exc: NinjaValidationError) -> HttpResponse:
+    details = [
+        {
+            "loc": list(err.get("loc", [])),
+            "message": err.get("msg", ""),
+            "type": err.get("type", ""),
+        }
+        for err in exc.errors
+    ]
+    body = error_body("invalid_request", "The request did not match the expected schema.", details)
+    return api.create_response(request, body, status=422)
+
+
+@api.exception_handler(AuthenticationError)
+def on_auth_error(request: HttpRequest, exc: AuthenticationError) -> HttpResponse:
+    body = error_body("unauthorized", "Send a valid API token as 'Authorization: Bearer <token>'.")
+    return api.create_response(request, body, status=401)
+
+
+@api.exception_handler(Http404)
+def on_not_found(request: HttpRequest, exc: Http404) -> HttpResponse:
+    return api.create_response(
+        request, error_body("not_found", str(exc) or "Not found."), status=404
+    )
+
+
+@api.exception_handler(HttpError)
+def on_http_error(request: HttpRequest, exc: HttpError) -> HttpResponse:
+    codes = {
+        400: "bad_request",
+        401: "unauthorized",
+        403: "forbidden",
+        404: "not_found",
+        413: "too_large",
+    }
+    code = codes.get(exc.status_code, "error")
+    return api.create_response(request, error_body(code, str(exc)), status=exc.status_code)
+
+
+@api.get("/me", tags=["auth"], summary="Who the credentials belong to")
+def me(request: HttpRequest) -> dict[str, Any]:
+    user = request_user(request)
+    return {"username": user.get_username()}
+
+
+def _mount_routers() -> None:
+    from jobs.api import router as jobs_router
+    from sessions.api import router as sessions_router
+
+    api.add_router("/", jobs_router)
+    api.add_router("/", sessions_router)
+
+
+_mount_routers()

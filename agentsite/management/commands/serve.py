@@ -1,0 +1,188 @@
+"""Run the whole stack in one terminal: Redis (when needed), web, workers, scheduler.
+
+Each process's output is prefixed with its name. Ctrl-C (or SIGTERM) stops
+them all: SIGTERM to each process group, then SIGKILL after a grace period,
+so nothing is left behind.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import IO, Any
+
+from django.conf import settings
+from django.core.management import call_command
+from django.core.management.base import BaseCommand, CommandParser
+
+from agentsite.embedded_redis import free_port, redis_server_command, wait_for_redis
+
+COLORS = ["\033[36m", "\033[35m", "\033[33m", "\033[32m", "\033[34m"]
+RESET = "\033[0m"
+GRACE_S = 10.0
+
+
+@dataclass
+class Child:
+    name: str
+    argv: list[str]
+    process: subprocess.Popen[bytes] | None = None
+    color: str = ""
+    threads: list[threading.Thread] = field(default_factory=list)
+
+
+class Command(BaseCommand):
+    help = (
+        "Run agentsite: web, turn and tool workers, scheduler, and Redis when REDIS_URL is unset."
+    )
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--port", type=int, default=int(os.environ.get("PORT", "8000")))
+        parser.add_argument("--host", default=os.environ.get("HOST", "127.0.0.1"))
+        parser.add_argument("--tool-workers", type=int, default=1)
+        parser.add_argument("--turn-workers", type=int, default=1)
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        self.children: list[Child] = []
+        self.stopping = False
+        self.lock = threading.Lock()
+        signal.signal(signal.SIGTERM, self.on_signal)
+        signal.signal(signal.SIGINT, self.on_signal)
+        env = dict(os.environ)
+        try:
+            if not os.environ.get("REDIS_URL"):
+                env["REDIS_URL"] = self.start_redis()
+            call_command("migrate", interactive=False, verbosity=0)
+            call_command("ensure_login")
+            self.start_stack(env, options)
+            self.say(
+                f"agentsite is up on http://{options['host']}:{options['port']}/ (Ctrl-C stops it)"
+            )
+            self.watch()
+        finally:
+            self.stop_all()
+
+    def start_redis(self) -> str:
+        port = free_port()
+        child = Child("redis", redis_server_command(port, settings.LOCAL_DIR / "redis"))
+        (settings.LOCAL_DIR / "redis").mkdir(parents=True, exist_ok=True)
+        self.spawn(child, dict(os.environ))
+        url = f"redis://127.0.0.1:{port}/0"
+        wait_for_redis(url)
+        self.say(f"embedded Redis on {url}")
+        return url
+
+    def start_stack(self, env: dict[str, str], options: dict[str, Any]) -> None:
+        python = sys.executable
+        manage = str(settings.BASE_DIR / "manage.py")
+        self.spawn(
+            Child(
+                "web",
+                [
+                    python,
+                    "-m",
+                    "daphne",
+                    "-b",
+                    options["host"],
+                    "-p",
+                    str(options["port"]),
+                    "agentsite.asgi:application",
+                ],
+            ),
+            env,
+        )
+        for i in range(options["turn_workers"]):
+            self.spawn(
+                Child(f"turns{i + 1}", [python, manage, "rqworker", "turns", "--with-scheduler"]),
+                env,
+            )
+        for i in range(options["tool_workers"]):
+            self.spawn(
+                Child(f"tools{i + 1}", [python, manage, "rqworker", "tools", "default"]), env
+            )
+        self.spawn(Child("cron", [python, manage, "rqcron", "agentsite.cron"]), env)
+
+    def spawn(self, child: Child, env: dict[str, str]) -> None:
+        child.color = COLORS[len(self.children) % len(COLORS)]
+        child.process = subprocess.Popen(
+            child.argv,
+            env={**env, "PYTHONUNBUFFERED": "1"},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,  # its own process group, so stop_all reaches grandchildren
+        )
+        assert child.process.stdout is not None
+        thread = threading.Thread(target=self.pump, args=(child, child.process.stdout), daemon=True)
+        thread.start()
+        child.threads.append(thread)
+        self.children.append(child)
+
+    def pump(self, child: Child, stream: IO[bytes]) -> None:
+        width = max(len(c.name) for c in [*self.children, child])
+        for raw in iter(stream.readline, b""):
+            line = raw.decode(errors="replace").rstrip()
+            with self.lock:
+                sys.stdout.write(f"{child.color}{child.name:<{width}} |{RESET} {line}\n")
+                sys.stdout.flush()
+
+    def say(self, message: str) -> None:
+        with self.lock:
+            sys.stdout.write(f"\033[1m{message}{RESET}\n")
+            sys.stdout.flush()
+
+    def watch(self) -> None:
+        while not self.stopping:
+            for child in self.children:
+                assert child.process is not None
+                code = child.process.poll()
+                if code is not None and not self.stopping:
+                    self.say(f"{child.name} exited with code {code}; stopping everything")
+                    return
+            time.sleep(0.3)
+
+    def on_signal(self, signum: int, frame: object) -> None:
+        self.stopping = True
+
+    def stop_all(self) -> None:
+        self.stopping = True
+        # Redis goes last so the others can finish their current write.
+        ordered = sorted(self.children, key=lambda c: c.name == "redis")
+        for child in ordered:
+            if child.name != "redis":
+                self.signal_group(child, signal.SIGTERM)
+        self.wait_children([c for c in ordered if c.name != "redis"])
+        for child in ordered:
+            if child.name == "redis":
+                self.signal_group(child, signal.SIGTERM)
+        self.wait_children([c for c in ordered if c.name == "redis"])
+        if self.children:
+            self.say("stopped")
+
+    def signal_group(self, child: Child, signum: int) -> None:
+        if child.process is None or child.process.poll() is not None:
+            return
+        try:
+            os.killpg(child.process.pid, signum)
+        except ProcessLookupError:
+            pass
+
+    def wait_children(self, children: list[Child]) -> None:
+        deadline = time.monotonic() + GRACE_S
+        for child in children:
+            assert child.process is not None
+            try:
+                child.process.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                self.say(f"{child.name} did not stop in {GRACE_S:.0f}s; killing it")
+                self.signal_group(child, signal.SIGKILL)
+                child.process.wait()
+            # Whatever the leader left in its group goes too.
+            try:
+                os.killpg(child.process.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass

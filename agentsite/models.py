@@ -1,0 +1,43 @@
+from __future__ import annotations
+
+import hashlib
+import secrets
+
+from django.conf import settings
+from django.db import models
+
+
+def token_hash(raw: str) -> str:
+    return hashlib.sha256(raw.encode()).hexdigest()
+
+
+class ApiTokenQuerySet(models.QuerySet["ApiToken"]):
+    def for_raw_token(self, raw: str) -> ApiToken | None:
+        return self.select_related("user").filter(token_hash=token_hash(raw)).first()
+
+
+class ApiToken(models.Model):
+    """A Bearer token for the REST API, the websocket and MCP. Only a hash is kept."""
+
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens"
+    )
+    name = models.CharField(max_length=100, blank=True)
+    prefix = models.CharField(max_length=12, editable=False)
+    token_hash = models.CharField(max_length=64, unique=True, editable=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+
+    objects = ApiTokenQuerySet.as_manager()
+
+    def __str__(self) -> str:
+        return f"{self.prefix}… ({self.user})"
+
+    @classmethod
+    def issue(cls, *, user: object, name: str = "") -> tuple[ApiToken, str]:
+        """Create a token for ``user``; the raw value is returned once and never stored."""
+        raw = "ast_" + secrets.token_urlsafe(32)
+        token = cls.objects.create(
+            user=user, name=name, prefix=raw[:12], token_hash=token_hash(raw)
+        )
+        return token, raw

@@ -1,0 +1,223 @@
+"""agentsite settings, driven by the environment.
+
+Every value has a default that works on a fresh machine (SQLite, embedded Redis,
+the offline model). Values that cannot be parsed do not raise here: they are
+recorded in ``CONFIG_ERRORS`` and reported by the system checks in
+``agentsite.checks`` with an id, so a typo surfaces as a clear message.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+from pathlib import Path
+from urllib.parse import urlparse
+
+import dj_database_url
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+LOCAL_DIR = BASE_DIR / ".agentsite"
+
+CONFIG_ERRORS: list[tuple[str, str]] = []
+
+
+def env_str(name: str, default: str = "") -> str:
+    return os.environ.get(name, default)
+
+
+def env_bool(name: str, default: bool) -> bool:
+    raw = os.environ.get(name)
+    if raw is None or raw == "":
+        return default
+    value = raw.strip().lower()
+    if value in {"1", "true", "yes", "on"}:
+        return True
+    if value in {"0", "false", "no", "off"}:
+        return False
+    CONFIG_ERRORS.append((name, f"{name}={raw!r} is not a boolean (use true or false)."))
+    return default
+
+
+def env_int(name: str, default: int) -> int:
+    raw = os.environ.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        return int(raw)
+    except ValueError:
+        CONFIG_ERRORS.append((name, f"{name}={raw!r} is not an integer."))
+        return default
+
+
+def env_float(name: str, default: float) -> float:
+    raw = os.environ.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        return float(raw)
+    except ValueError:
+        CONFIG_ERRORS.append((name, f"{name}={raw!r} is not a number."))
+        return default
+
+
+def env_list(name: str, default: list[str]) -> list[str]:
+    raw = os.environ.get(name)
+    if raw is None:
+        return default
+    return [item.strip() for item in raw.split(",") if item.strip()]
+
+
+def local_secret_key() -> str:
+    """A development key generated once and kept in a git-ignored file."""
+    path = LOCAL_DIR / "secret_key"
+    if path.exists():
+        return path.read_text().strip()
+    LOCAL_DIR.mkdir(exist_ok=True)
+    key = secrets.token_urlsafe(50)
+    path.write_text(key)
+    path.chmod(0o600)
+    return key
+
+
+SECRET_KEY = env_str("SECRET_KEY") or local_secret_key()
+DEBUG = env_bool("DEBUG", True)
+ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["127.0.0.1", "localhost", "[::1]", "testserver"])
+CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
+
+INSTALLED_APPS = [
+    "daphne",
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "channels",
+    "django_rq",
+    "ninja",
+    "agentsite.apps.AgentsiteConfig",
+    "sessions.apps.SessionsConfig",
+    "jobs.apps.JobsConfig",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "agentsite.urls"
+ASGI_APPLICATION = "agentsite.asgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+# --- database -----------------------------------------------------------------
+
+DATABASE_URL = env_str("DATABASE_URL") or f"sqlite:///{BASE_DIR / 'db.sqlite3'}"
+SQLITE_OPTIONS = {
+    # IMMEDIATE takes the write lock when a transaction starts, so two writers
+    # queue on the busy timeout instead of failing to upgrade a read lock.
+    "transaction_mode": "IMMEDIATE",
+    "timeout": 30,
+    "init_command": "PRAGMA journal_mode=WAL;PRAGMA synchronous=NORMAL;PRAGMA busy_timeout=30000",
+}
+try:
+    _database = dj_database_url.parse(DATABASE_URL, conn_max_age=0)
+except Exception as exc:
+    CONFIG_ERRORS.append(("DATABASE_URL", f"DATABASE_URL could not be parsed: {exc}"))
+    _database = dj_database_url.parse(f"sqlite:///{BASE_DIR / 'db.sqlite3'}")
+if _database["ENGINE"] == "django.db.backends.sqlite3":
+    _database["OPTIONS"] = {**SQLITE_OPTIONS, **_database.get("OPTIONS", {})}
+    # Tests run workers in other processes, so the test database must be a file.
+    _database["TEST"] = {"NAME": str(BASE_DIR / ".agentsite" / "test.sqlite3")}
+DATABASES = {"default": _database}
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+# --- redis, queues, channels ------------------------------------------------------
+
+REDIS_URL = env_str("REDIS_URL", "redis://127.0.0.1:6379/0")
+if urlparse(REDIS_URL).scheme not in {"redis", "rediss", "unix"}:
+    CONFIG_ERRORS.append(("REDIS_URL", f"REDIS_URL={REDIS_URL!r} is not a redis:// URL."))
+    REDIS_URL = "redis://127.0.0.1:6379/0"
+# Prefix for every Redis key and channel-layer group this deployment uses, so
+# two deployments (or a test run) can share one Redis server.
+REDIS_PREFIX = env_str("AGENTSITE_REDIS_PREFIX", "agentsite")
+
+RQ_QUEUES = {
+    "default": {"URL": REDIS_URL, "DEFAULT_TIMEOUT": 600},
+    "turns": {"URL": REDIS_URL, "DEFAULT_TIMEOUT": 600},
+    "tools": {"URL": REDIS_URL, "DEFAULT_TIMEOUT": 3600},
+}
+RQ_SHOW_ADMIN_LINK = True
+
+CHANNEL_LAYERS = {
+    "default": {
+        "BACKEND": "channels_redis.pubsub.RedisPubSubChannelLayer",
+        "CONFIG": {"hosts": [REDIS_URL], "prefix": f"{REDIS_PREFIX}-ws"},
+    }
+}
+
+# --- agentsite ------------------------------------------------------------------
+
+AGENTSITE_MODEL = env_str("AGENTSITE_MODEL", "offline")
+ANTHROPIC_API_KEY = env_str("ANTHROPIC_API_KEY")
+ANTHROPIC_BASE_URL = env_str("ANTHROPIC_BASE_URL")
+AGENTSITE_WORKSPACE = Path(env_str("AGENTSITE_WORKSPACE") or BASE_DIR / "workspace").resolve()
+# How long an Idempotency-Key stays bound to its first request.
+AGENTSITE_IDEMPOTENCY_TTL_S = env_int("AGENTSITE_IDEMPOTENCY_TTL_S", 24 * 3600)
+# Callback and crawl addresses that may resolve to private or loopback ranges.
+AGENTSITE_ALLOWED_PRIVATE_HOSTS = env_list("AGENTSITE_ALLOWED_PRIVATE_HOSTS", [])
+# Offline model latency simulation: seconds per call, per input and output token.
+AGENTSITE_OFFLINE_LATENCY = (
+    env_float("AGENTSITE_OFFLINE_CALL_S", 0.0),
+    env_float("AGENTSITE_OFFLINE_INPUT_TOKEN_S", 0.0),
+    env_float("AGENTSITE_OFFLINE_OUTPUT_TOKEN_S", 0.0),
+)
+# Approximate token budget for the conversation the model is shown.
+AGENTSITE_CONTEXT_BUDGET_TOKENS = env_int("AGENTSITE_CONTEXT_BUDGET_TOKENS", 60_000)
+
+# --- auth, static, i18n --------------------------------------------------------------
+
+LOGIN_URL = "/login/"
+LOGIN_REDIRECT_URL = "/"
+LOGOUT_REDIRECT_URL = "/login/"
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+]
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "/static/"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+STATIC_ROOT = BASE_DIR / ".agentsite" / "static"
+
+DATA_UPLOAD_MAX_MEMORY_SIZE = env_int("AGENTSITE_MAX_BODY_BYTES", 1024 * 1024)
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(levelname)s %(name)s: %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
+    "loggers": {"django.db.backends": {"level": "WARNING"}},
+}

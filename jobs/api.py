@@ -1,0 +1,7 @@
+"""The job REST API (``/api/jobs``)."""
+
+from __future__ import annotations
+
+from ninja import Router
+
+router = Router(tags=["jobs"])

@@ -1,0 +1,105 @@
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+
+from agentsite.ids import new_job_id
+
+
+class Job(models.Model):
+    """One async tool call. ``jobs.lifecycle`` is the only writer of ``status``."""
+
+    class Status(models.TextChoices):
+        QUEUED = "queued"
+        RUNNING = "running"
+        DONE = "done"
+        FAILED = "failed"
+        CANCELLED = "cancelled"
+        TIMED_OUT = "timed_out"
+
+    TERMINAL = frozenset({Status.DONE, Status.FAILED, Status.CANCELLED, Status.TIMED_OUT})
+
+    id = models.CharField(primary_key=True, max_length=40, default=new_job_id, editable=False)
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="jobs"
+    )
+    session = models.ForeignKey(
+        "agent_sessions.AgentSession",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="jobs",
+    )
+    run = models.ForeignKey(
+        "agent_sessions.Run", null=True, blank=True, on_delete=models.SET_NULL, related_name="jobs"
+    )
+    tool = models.CharField(max_length=100)
+    args = models.JSONField(default=dict)
+    status = models.CharField(
+        max_length=12, choices=Status.choices, default=Status.QUEUED, editable=False
+    )
+    progress_fraction = models.FloatField(null=True, blank=True, editable=False)
+    progress_message = models.CharField(max_length=300, blank=True, editable=False)
+    result = models.JSONField(null=True, blank=True, editable=False)
+    error_code = models.CharField(max_length=50, blank=True, editable=False)
+    error_message = models.TextField(blank=True, editable=False)
+    # NULL, not "", once released: the unique constraint only covers live keys.
+    idempotency_key = models.CharField(max_length=255, null=True, blank=True)  # noqa: DJ001
+    request_hash = models.CharField(max_length=64, blank=True)
+    idempotency_expires_at = models.DateTimeField(null=True, blank=True)
+    depends_on = models.ManyToManyField(
+        "self", symmetrical=False, blank=True, related_name="dependents"
+    )
+    timeout_s = models.FloatField()
+    deadline = models.DateTimeField(null=True, blank=True, editable=False)
+    callback_url = models.URLField(max_length=2000, blank=True)
+    cancel_requested_at = models.DateTimeField(null=True, blank=True, editable=False)
+    heartbeat_at = models.DateTimeField(null=True, blank=True, editable=False)
+    worker_name = models.CharField(max_length=200, blank=True, editable=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True, editable=False)
+    finished_at = models.DateTimeField(null=True, blank=True, editable=False)
+
+    class Meta:
+        ordering = ["-created_at"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["owner", "idempotency_key"],
+                condition=models.Q(idempotency_key__isnull=False),
+                name="job_owner_idempotency_key_unique",
+            )
+        ]
+        indexes = [
+            models.Index(fields=["owner", "-created_at"]),
+            models.Index(fields=["status", "heartbeat_at"]),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.id} {self.tool} {self.status}"
+
+    @property
+    def rq_job_id(self) -> str:
+        """The RQ job id is the job's own id."""
+        return self.id
+
+    @property
+    def is_terminal(self) -> bool:
+        return self.status in self.TERMINAL
+
+
+class JobChunk(models.Model):
+    """A partial result; ``index`` is dense per job and is the result cursor."""
+
+    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="chunks")
+    index = models.PositiveIntegerField()
+    item = models.JSONField()
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["job", "index"]
+        constraints = [
+            models.UniqueConstraint(fields=["job", "index"], name="jobchunk_job_index_unique")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.job_id}[{self.index}]"

@@ -1,0 +1,127 @@
+"""The tool registry: every tool is declared once, here or from another app.
+
+A tool has a name, a description, a pydantic input model (its JSON schema is
+what models and MCP clients see), a kind, timeouts and a ``run(args, ctx)``
+function. ``blocking`` tools are fast reads that run inline; ``async`` tools
+run as jobs in a tool worker and report through their context.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Literal, Protocol
+
+from pydantic import BaseModel
+
+
+class ToolCancelled(Exception):
+    """Raised by ``ctx.check_cancelled()`` once the job was asked to stop."""
+
+
+class ToolContext(Protocol):
+    """What a running tool may use. Implemented by the job runner (and by tests)."""
+
+    job_id: str | None
+    owner_id: int | None
+    session_id: str | None
+    deadline: datetime | None
+    logger: logging.Logger
+
+    def progress(self, fraction: float | None, message: str = "") -> None:
+        """Report progress; throttled, so calling it often is cheap."""
+
+    def partial(self, item: Any) -> int:
+        """Append a partial result and return its index (the result cursor)."""
+
+    @property
+    def cancelled(self) -> bool:
+        """True once cancellation or the deadline was signalled."""
+
+    def check_cancelled(self) -> None:
+        """Raise ToolCancelled when ``cancelled`` is true."""
+
+
+ToolKind = Literal["blocking", "async"]
+
+
+@dataclass(frozen=True)
+class Tool:
+    name: str
+    description: str
+    input_model: type[BaseModel]
+    run: Callable[[Any, ToolContext], Any]
+    kind: ToolKind = "async"
+    default_timeout_s: float = 300.0
+    max_timeout_s: float = 3600.0
+    # One line for completion events: summary(result) -> "412 passed, 3 failed".
+    summarize: Callable[[Any], str] | None = None
+
+    def input_schema(self) -> dict[str, Any]:
+        return self.input_model.model_json_schema()
+
+    def validate(self, args: dict[str, Any]) -> BaseModel:
+        """Parse raw arguments; raises pydantic.ValidationError."""
+        return self.input_model.model_validate(args)
+
+    def summary(self, result: Any) -> str:
+        if self.summarize is not None:
+            return self.summarize(result)
+        if isinstance(result, dict) and isinstance(result.get("summary"), str):
+            return str(result["summary"])
+        return ""
+
+
+_TOOLS: dict[str, Tool] = {}
+
+
+def register(tool: Tool) -> Tool:
+    if tool.name in _TOOLS and _TOOLS[tool.name] is not tool:
+        raise ValueError(f"a tool named {tool.name!r} is already registered")
+    _TOOLS[tool.name] = tool
+    return tool
+
+
+def tool(
+    *,
+    name: str,
+    description: str,
+    input_model: type[BaseModel],
+    kind: ToolKind = "async",
+    default_timeout_s: float = 300.0,
+    max_timeout_s: float = 3600.0,
+    summarize: Callable[[Any], str] | None = None,
+) -> Callable[[Callable[[Any, ToolContext], Any]], Tool]:
+    """Decorator form: ``@tool(name=..., description=..., input_model=...)``."""
+
+    def decorate(run: Callable[[Any, ToolContext], Any]) -> Tool:
+        return register(
+            Tool(
+                name=name,
+                description=description,
+                input_model=input_model,
+                run=run,
+                kind=kind,
+                default_timeout_s=default_timeout_s,
+                max_timeout_s=max_timeout_s,
+                summarize=summarize,
+            )
+        )
+
+    return decorate
+
+
+def get_tool(name: str) -> Tool | None:
+    load_builtin_tools()
+    return _TOOLS.get(name)
+
+
+def all_tools() -> list[Tool]:
+    load_builtin_tools()
+    return sorted(_TOOLS.values(), key=lambda t: t.name)
+
+
+def load_builtin_tools() -> None:
+    from jobs import tools  # noqa: F401  (registers the built-in tools on import)

@@ -1,0 +1,1 @@
+"""Built-in tools. Importing this package registers them."""

@@ -1,0 +1,79 @@
+"""The session event log: append with a dense seq, then publish live.
+
+The database row is the truth; the channel-layer message that follows the
+commit is only a notification, which a client may miss and recover by
+replaying from the log.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from asgiref.sync import async_to_sync
+from channels.layers import get_channel_layer
+from django.db import transaction
+from django.db.models import F
+from django.utils import timezone
+
+from sessions.models import AgentSession, Event
+
+log = logging.getLogger(__name__)
+
+
+def event_append(
+    *,
+    session_id: str,
+    kind: str,
+    payload: dict[str, Any],
+    pending: bool = False,
+    run_id: str | None = None,
+) -> Event:
+    """Append one event to a session's log under the next seq.
+
+    Bumping ``AgentSession.last_seq`` first takes the row's write lock
+    (PostgreSQL) or the database write lock (SQLite, IMMEDIATE transactions),
+    so concurrent appenders from any number of processes queue up and each
+    gets the next number: no gap, no duplicate.
+    """
+    with transaction.atomic():
+        bumped = AgentSession.objects.filter(pk=session_id).update(
+            last_seq=F("last_seq") + 1, updated_at=timezone.now()
+        )
+        if bumped != 1:
+            raise AgentSession.DoesNotExist(f"session {session_id} does not exist")
+        seq = AgentSession.objects.filter(pk=session_id).values_list("last_seq", flat=True).get()
+        event = Event.objects.create(
+            session_id=session_id,
+            seq=seq,
+            kind=kind,
+            payload=payload,
+            pending=pending,
+            run_id=run_id,
+        )
+        transaction.on_commit(lambda: event_publish(event))
+    return event
+
+
+def event_message(event: Event) -> dict[str, Any]:
+    """The channel-layer message for an event (handled by ``session_event``)."""
+    return {
+        "type": "session.event",
+        "seq": event.seq,
+        "kind": event.kind,
+        "payload": event.payload,
+        "run_id": event.run_id,
+        "created_at": event.created_at.isoformat(),
+    }
+
+
+def event_publish(event: Event) -> None:
+    """Notify live listeners of a committed event; a failure only costs liveness."""
+    layer = get_channel_layer()
+    if layer is None:
+        return
+    group = f"{AgentSession.group_prefix()}{event.session_id}"
+    try:
+        async_to_sync(layer.group_send)(group, event_message(event))
+    except Exception:
+        log.warning("could not publish event %s#%s", event.session_id, event.seq, exc_info=True)

@@ -1,0 +1,152 @@
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+
+from agentsite.ids import new_run_id, new_session_id
+
+
+class AgentSession(models.Model):
+    """One agent conversation, owned by a user."""
+
+    class State(models.TextChoices):
+        IDLE = "idle"
+        RUNNING = "running"
+
+    id = models.CharField(primary_key=True, max_length=40, default=new_session_id, editable=False)
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="agent_sessions"
+    )
+    title = models.CharField(max_length=200, blank=True)
+    model = models.CharField(max_length=100, blank=True, help_text="Empty: AGENTSITE_MODEL.")
+    system_prompt = models.TextField(blank=True)
+    last_seq = models.PositiveBigIntegerField(default=0, editable=False)
+    # The last seq the owner has looked at in the browser (for "new since your visit").
+    seen_seq = models.PositiveBigIntegerField(default=0, editable=False)
+    state = models.CharField(
+        max_length=10, choices=State.choices, default=State.IDLE, editable=False
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+    deleted_at = models.DateTimeField(null=True, blank=True, editable=False)
+
+    class Meta:
+        ordering = ["-updated_at"]
+        indexes = [models.Index(fields=["owner", "-updated_at"])]
+
+    def __str__(self) -> str:
+        return self.title or self.id
+
+    @staticmethod
+    def group_prefix() -> str:
+        return f"{settings.REDIS_PREFIX}.session."
+
+    @property
+    def group_name(self) -> str:
+        """The channel-layer group that carries this session's live events."""
+        return f"{self.group_prefix()}{self.id}"
+
+
+class Event(models.Model):
+    """An append-only log entry; ``(session, seq)`` is unique and seq is dense.
+
+    Inbox kinds (user messages, job events) are appended with ``pending=True``;
+    the run that takes them as its batch clears the flag and records itself in
+    ``consumed_by`` in the same transaction.
+    """
+
+    class Kind(models.TextChoices):
+        USER_MESSAGE = "user_message"
+        ASSISTANT_DELTA = "assistant_delta"
+        ASSISTANT_MESSAGE = "assistant_message"
+        TOOL_CALL = "tool_call"
+        TOOL_RESULT = "tool_result"
+        JOB_EVENT = "job_event"
+        RUN_STARTED = "run_started"
+        RUN_FINISHED = "run_finished"
+        ERROR = "error"
+
+    session = models.ForeignKey(AgentSession, on_delete=models.CASCADE, related_name="events")
+    seq = models.PositiveBigIntegerField(editable=False)
+    kind = models.CharField(max_length=30, choices=Kind.choices)
+    payload = models.JSONField(default=dict)
+    pending = models.BooleanField(default=False)
+    run = models.ForeignKey(
+        "Run", null=True, blank=True, on_delete=models.SET_NULL, related_name="produced_events"
+    )
+    consumed_by = models.ForeignKey(
+        "Run", null=True, blank=True, on_delete=models.SET_NULL, related_name="batch_events"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["session", "seq"]
+        constraints = [
+            models.UniqueConstraint(fields=["session", "seq"], name="event_session_seq_unique")
+        ]
+        indexes = [
+            models.Index(
+                fields=["session", "seq"],
+                condition=models.Q(pending=True),
+                name="event_pending_idx",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.session_id}#{self.seq} {self.kind}"
+
+
+class Run(models.Model):
+    """One background model turn over a batch of pending events."""
+
+    class Status(models.TextChoices):
+        QUEUED = "queued"
+        RUNNING = "running"
+        COMPLETED = "completed"
+        FAILED = "failed"
+        CANCELLED = "cancelled"
+
+    TERMINAL = frozenset({Status.COMPLETED, Status.FAILED, Status.CANCELLED})
+
+    id = models.CharField(primary_key=True, max_length=40, default=new_run_id, editable=False)
+    session = models.ForeignKey(AgentSession, on_delete=models.CASCADE, related_name="runs")
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="runs"
+    )
+    status = models.CharField(
+        max_length=12, choices=Status.choices, default=Status.QUEUED, editable=False
+    )
+    batch_size = models.PositiveIntegerField(default=0, editable=False)
+    # The log position the run started from; its stream is every event after it.
+    start_seq = models.PositiveBigIntegerField(default=0, editable=False)
+    usage = models.JSONField(default=dict, blank=True, editable=False)
+    error = models.TextField(blank=True, editable=False)
+    cancel_requested_at = models.DateTimeField(null=True, blank=True, editable=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True, editable=False)
+    first_token_at = models.DateTimeField(null=True, blank=True, editable=False)
+    finished_at = models.DateTimeField(null=True, blank=True, editable=False)
+    heartbeat_at = models.DateTimeField(null=True, blank=True, editable=False)
+
+    class Meta:
+        ordering = ["-created_at"]
+        indexes = [models.Index(fields=["session", "status"])]
+
+    def __str__(self) -> str:
+        return self.id
+
+    @property
+    def is_terminal(self) -> bool:
+        return self.status in self.TERMINAL
+
+    @property
+    def time_to_first_token_ms(self) -> float | None:
+        if self.started_at and self.first_token_at:
+            return (self.first_token_at - self.started_at).total_seconds() * 1000
+        return None
+
+    @property
+    def decision_ms(self) -> float | None:
+        if self.started_at and self.finished_at:
+            return (self.finished_at - self.started_at).total_seconds() * 1000
+        return None

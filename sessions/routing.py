@@ -1,0 +1,7 @@
+"""Websocket routes of the sessions app."""
+
+from __future__ import annotations
+
+from django.urls import URLPattern
+
+websocket_urlpatterns: list[URLPattern] = []

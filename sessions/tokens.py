@@ -1,0 +1,61 @@
+"""Continuation tokens: opaque to clients, signed, bound to a session and its owner.
+
+A session token names a position in a session's log; a run token names a
+position in one run's stream. Neither grants access by itself: the caller must
+still be the owner, and a token minted for another session or user is treated
+as not found.
+"""
+
+from __future__ import annotations
+
+from django.core import signing
+
+_SALT = "agentsite.continuation"
+
+
+class BadToken(Exception):
+    """The token is not one agentsite issued (tampered, truncated, garbage)."""
+
+
+class ForeignToken(Exception):
+    """A genuine token, but for another session, run or user."""
+
+
+def session_token(*, session_id: str, owner_id: int, seq: int) -> str:
+    return signing.dumps(["s", session_id, owner_id, seq], salt=_SALT, compress=True)
+
+
+def run_token(*, run_id: str, owner_id: int, seq: int) -> str:
+    return signing.dumps(["r", run_id, owner_id, seq], salt=_SALT, compress=True)
+
+
+def _load(token: str) -> list[object]:
+    try:
+        data = signing.loads(token, salt=_SALT)
+    except (signing.BadSignature, ValueError, TypeError) as exc:
+        raise BadToken("continuation token is malformed or was tampered with") from exc
+    if not isinstance(data, list) or len(data) != 4 or not isinstance(data[3], int):
+        raise BadToken("continuation token is malformed")
+    return data
+
+
+def session_token_seq(token: str | None, *, session_id: str, owner_id: int) -> int:
+    """The seq a session token points at; an empty token means the start of the log."""
+    if not token:
+        return 0
+    kind, bound_id, bound_owner, seq = _load(token)
+    if kind != "s" or bound_id != session_id or bound_owner != owner_id:
+        raise ForeignToken("continuation token belongs to another session")
+    assert isinstance(seq, int)
+    return seq
+
+
+def run_token_seq(token: str | None, *, run_id: str, owner_id: int) -> int | None:
+    """The seq a run token points at; None for an empty token (the run's start)."""
+    if not token:
+        return None
+    kind, bound_id, bound_owner, seq = _load(token)
+    if kind != "r" or bound_id != run_id or bound_owner != owner_id:
+        raise ForeignToken("continuation token belongs to another run")
+    assert isinstance(seq, int)
+    return seq

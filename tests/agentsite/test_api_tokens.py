@@ -1,0 +1,48 @@
+from __future__ import annotations
+
+from io import StringIO
+
+import pytest
+from django.core.management import CommandError, call_command
+from django.test import Client
+
+from agentsite.models import ApiToken
+
+
+def test_create_api_token_prints_a_token_that_authenticates(user: object) -> None:
+    out = StringIO()
+    call_command("create_api_token", "alice", stdout=out)
+    raw = out.getvalue().strip()
+    response = Client().get("/api/me", headers={"Authorization": f"Bearer {raw}"})
+    assert response.status_code == 200
+    assert response.json() == {"username": "alice"}
+
+
+def test_only_a_hash_of_the_token_is_stored(user: object) -> None:
+    out = StringIO()
+    call_command("create_api_token", "alice", stdout=out)
+    raw = out.getvalue().strip()
+    stored = ApiToken.objects.get()
+    assert raw not in (stored.token_hash, stored.prefix)
+    assert stored.prefix == raw[:12]
+
+
+def test_create_api_token_for_an_unknown_user_fails(db: None) -> None:
+    with pytest.raises(CommandError, match="No user named 'nobody'"):
+        call_command("create_api_token", "nobody")
+
+
+@pytest.mark.parametrize("header", [None, "Bearer nonsense", "Basic abc"])
+def test_missing_or_bad_token_is_401_with_an_error_code(db: None, header: str | None) -> None:
+    headers = {"Authorization": header} if header else {}
+    response = Client().get("/api/me", headers=headers)
+    assert response.status_code == 401
+    assert response.json()["error"]["code"] == "unauthorized"
+
+
+def test_an_inactive_users_token_is_refused(user: object) -> None:
+    _, raw = ApiToken.issue(user=user)
+    user.is_active = False  # type: ignore[attr-defined]
+    user.save()  # type: ignore[attr-defined]
+    response = Client().get("/api/me", headers={"Authorization": f"Bearer {raw}"})
+    assert response.status_code == 401

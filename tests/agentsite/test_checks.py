@@ -1,0 +1,47 @@
+"""Configuration mistakes are system-check errors with ids, not tracebacks."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from tests.conftest import BASE_DIR
+
+
+def run_check(**env: str) -> subprocess.CompletedProcess[str]:
+    import os
+
+    return subprocess.run(
+        [sys.executable, "manage.py", "check"],
+        cwd=BASE_DIR,
+        env={**os.environ, **env},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def test_the_default_configuration_passes() -> None:
+    result = run_check()
+    assert result.returncode == 0, result.stderr
+    assert "no issues" in result.stdout
+
+
+@pytest.mark.parametrize(
+    ("env", "check_id"),
+    [
+        ({"AGENTSITE_MODEL": "gpt-nonsense"}, "agentsite.E002"),
+        ({"AGENTSITE_MODEL": "claude-sonnet-4-5", "ANTHROPIC_API_KEY": ""}, "agentsite.E003"),
+        ({"AGENTSITE_WORKSPACE": "/nonexistent/folder"}, "agentsite.E004"),
+        ({"DEBUG": "maybe"}, "agentsite.E001"),
+        ({"REDIS_URL": "http://wrong"}, "agentsite.E001"),
+        ({"AGENTSITE_IDEMPOTENCY_TTL_S": "a day"}, "agentsite.E001"),
+    ],
+)
+def test_a_configuration_mistake_is_a_check_error(env: dict[str, str], check_id: str) -> None:
+    result = run_check(**env)
+    assert result.returncode != 0
+    assert check_id in result.stderr
+    assert "Traceback" not in result.stderr

@@ -1,0 +1,95 @@
+"""`manage.py serve` (what `make run` starts): the whole stack up, then down with no orphans."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from agentsite.embedded_redis import free_port
+from tests.conftest import BASE_DIR
+
+
+def descendants(pid: int) -> set[int]:
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+    found: set[int] = set()
+    todo = [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.add(child)
+            todo.append(child)
+    return found
+
+
+def alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+@pytest.mark.timeout(180)
+def test_serve_runs_every_process_and_ctrl_c_stops_them_all(tmp_path: Path) -> None:
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if k not in {"REDIS_URL", "DATABASE_URL"}}
+    env.update(
+        DATABASE_URL=f"sqlite:///{tmp_path / 'serve.sqlite3'}",
+        AGENTSITE_ADMIN_USER="operator",
+        AGENTSITE_ADMIN_PASSWORD="a-long-password",
+        PYTHONUNBUFFERED="1",
+    )
+    log = open(tmp_path / "serve.log", "wb")
+    proc = subprocess.Popen(
+        [sys.executable, "manage.py", "serve", "--port", str(port)],
+        cwd=BASE_DIR,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    try:
+        health = None
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline:
+            try:
+                health = httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=2)
+                if health.status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.5)
+        output = (tmp_path / "serve.log").read_text()
+        assert health is not None and health.status_code == 200, output
+        body = health.json()
+        assert body["workers"]["turns"]["ok"] and body["workers"]["tools"]["ok"]
+        assert "embedded Redis" in output
+        assert "operator" in output
+        for prefix in ("web", "turns1", "tools1", "cron", "redis"):
+            assert f"{prefix} " in output or f"{prefix}|" in output.replace(" ", ""), prefix
+
+        login = httpx.get(f"http://127.0.0.1:{port}/login/", timeout=5)
+        assert login.status_code == 200 and "Log in" in login.text
+
+        started = descendants(proc.pid)
+        assert len(started) >= 5
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=40) == 0
+        time.sleep(0.5)
+        leftovers = [pid for pid in started if alive(pid)]
+        assert leftovers == [], (tmp_path / "serve.log").read_text()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        log.close()

@@ -1,0 +1,185 @@
+"""Shared fixtures: users and API clients, real RQ workers, the scheduler."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import django_rq
+import pytest
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.db import connection
+from django.test import Client
+from rq import Worker
+
+from agentsite.models import ApiToken
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+ARTIFACTS = BASE_DIR / "test-artifacts"
+
+
+# --- people and clients ----------------------------------------------------------
+
+
+@pytest.fixture
+def make_user(db: None) -> Callable[..., Any]:
+    User = get_user_model()
+    counter = iter(range(1, 10_000))
+
+    def make(username: str | None = None, **extra: Any) -> Any:
+        name = username or f"user{next(counter)}"
+        return User.objects.create_user(username=name, password="pw-" + name, **extra)
+
+    return make
+
+
+@pytest.fixture
+def user(make_user: Callable[..., Any]) -> Any:
+    return make_user("alice")
+
+
+@pytest.fixture
+def other_user(make_user: Callable[..., Any]) -> Any:
+    return make_user("mallory")
+
+
+def api_client_for(user: Any) -> Client:
+    _, raw = ApiToken.issue(user=user, name="test")
+    client = Client(headers={"Authorization": f"Bearer {raw}"})
+    client.raw_token = raw  # type: ignore[attr-defined]
+    return client
+
+
+@pytest.fixture
+def api_client(user: Any) -> Client:
+    """A REST client authenticated as ``user`` with a Bearer token."""
+    return api_client_for(user)
+
+
+@pytest.fixture
+def other_api_client(other_user: Any) -> Client:
+    return api_client_for(other_user)
+
+
+# --- processes -----------------------------------------------------------------------
+
+
+def database_url_for_subprocesses() -> str:
+    """The URL of the database the tests are using (the test database, not the real one)."""
+    cfg = connection.settings_dict
+    if connection.vendor == "sqlite":
+        return f"sqlite:///{cfg['NAME']}"
+    user = cfg.get("USER") or ""
+    password = f":{cfg['PASSWORD']}" if cfg.get("PASSWORD") else ""
+    auth = f"{user}{password}@" if user else ""
+    port = f":{cfg['PORT']}" if cfg.get("PORT") else ""
+    return f"postgres://{auth}{cfg.get('HOST') or '127.0.0.1'}{port}/{cfg['NAME']}"
+
+
+def subprocess_env() -> dict[str, str]:
+    return {
+        **os.environ,
+        "DATABASE_URL": database_url_for_subprocesses(),
+        "REDIS_URL": settings.REDIS_URL,
+        "AGENTSITE_REDIS_PREFIX": settings.REDIS_PREFIX,
+        "DJANGO_SETTINGS_MODULE": "agentsite.settings",
+        "PYTHONUNBUFFERED": "1",
+    }
+
+
+class Processes:
+    """Starts manage.py subprocesses against the test database and stops them all."""
+
+    def __init__(self) -> None:
+        self.procs: list[subprocess.Popen[bytes]] = []
+        ARTIFACTS.mkdir(exist_ok=True)
+
+    def start(
+        self, name: str, *argv: str, env: dict[str, str] | None = None
+    ) -> subprocess.Popen[bytes]:
+        log = open(ARTIFACTS / f"{name}.log", "ab")
+        proc = subprocess.Popen(
+            [sys.executable, str(BASE_DIR / "manage.py"), *argv],
+            cwd=BASE_DIR,
+            env={**subprocess_env(), **(env or {})},
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        self.procs.append(proc)
+        return proc
+
+    def stop(self, proc: subprocess.Popen[bytes], timeout: float = 10) -> None:
+        if proc.poll() is None:
+            proc.terminate()
+            try:
+                proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        try:
+            os.killpg(proc.pid, 9)  # stray work horses
+        except (ProcessLookupError, PermissionError):
+            pass
+
+    def stop_all(self) -> None:
+        for proc in self.procs:
+            self.stop(proc)
+
+
+def wait_for_workers(queue_name: str, count: int, timeout: float = 30) -> None:
+    queue = django_rq.get_queue(queue_name)
+    deadline = time.monotonic() + timeout
+    while len(Worker.all(queue=queue)) < count:
+        if time.monotonic() > deadline:
+            raise RuntimeError(
+                f"{count} worker(s) for {queue_name!r} did not start; see test-artifacts/"
+            )
+        time.sleep(0.1)
+
+
+@pytest.fixture(scope="session")
+def processes(django_db_setup: None, django_db_blocker: Any) -> Iterator[Processes]:
+    procs = Processes()
+    yield procs
+    procs.stop_all()
+
+
+@pytest.fixture(scope="session")
+def rq_workers(processes: Processes) -> Processes:
+    """Real RQ workers for the whole run: one on ``turns``, two on ``tools``/``default``.
+
+    Tests that use them must commit their data: mark them
+    ``@pytest.mark.django_db(transaction=True)``.
+    """
+    processes.start("worker-turns", "rqworker", "turns", "--with-scheduler")
+    processes.start("worker-tools-1", "rqworker", "tools", "default")
+    processes.start("worker-tools-2", "rqworker", "tools", "default")
+    wait_for_workers("turns", 1)
+    wait_for_workers("tools", 2)
+    return processes
+
+
+@pytest.fixture(scope="session")
+def rq_scheduler(processes: Processes) -> Processes:
+    """RQ's cron scheduler running agentsite's periodic tasks."""
+    processes.start("scheduler", "rqcron", "agentsite.cron")
+    return processes
+
+
+def wait_until(predicate: Callable[[], Any], timeout: float = 20, interval: float = 0.05) -> Any:
+    """Poll ``predicate`` until it returns something truthy; fail with a message otherwise."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"condition not met within {timeout}s")
+        time.sleep(interval)

@@ -1,0 +1,81 @@
+"""event_append gives dense, gapless seqs, also with concurrent writer processes."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from sessions.events import event_append
+from sessions.models import AgentSession, Event
+from tests.conftest import BASE_DIR, subprocess_env
+
+WRITER = textwrap.dedent(
+    """
+    import sys, django
+    django.setup()
+    from sessions.events import event_append
+    session_id, writer, count = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    for i in range(count):
+        event_append(session_id=session_id, kind="user_message", payload={"w": writer, "i": i})
+    """
+)
+
+
+def test_it_numbers_events_from_one(user: object) -> None:
+    session = AgentSession.objects.create(owner=user)
+    first = event_append(
+        session_id=session.id, kind="user_message", payload={"text": "hi"}, pending=True
+    )
+    second = event_append(
+        session_id=session.id, kind="assistant_message", payload={"text": "hello"}
+    )
+    session.refresh_from_db()
+    assert (first.seq, second.seq, session.last_seq) == (1, 2, 2)
+    assert first.pending and not second.pending
+
+
+def test_sessions_have_independent_sequences(make_user: object) -> None:
+    owner = make_user()  # type: ignore[operator]
+    a = AgentSession.objects.create(owner=owner)
+    b = AgentSession.objects.create(owner=owner)
+    event_append(session_id=a.id, kind="user_message", payload={})
+    assert event_append(session_id=b.id, kind="user_message", payload={}).seq == 1
+
+
+def test_appending_to_a_missing_session_raises(db: None) -> None:
+    with pytest.raises(AgentSession.DoesNotExist):
+        event_append(session_id="ses_missing", kind="user_message", payload={})
+
+
+@pytest.mark.django_db(transaction=True)
+def test_concurrent_writer_processes_never_leave_gaps_or_duplicates(user: object) -> None:
+    session = AgentSession.objects.create(owner=user)
+    writers, per_writer = 6, 40
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", WRITER, session.id, str(w), str(per_writer)],
+            cwd=BASE_DIR,
+            env=subprocess_env(),
+            stderr=subprocess.PIPE,
+        )
+        for w in range(writers)
+    ]
+    for proc in procs:
+        _, err = proc.communicate(timeout=120)
+        assert proc.returncode == 0, err.decode()
+
+    seqs = list(Event.objects.filter(session=session).order_by("seq").values_list("seq", flat=True))
+    assert seqs == list(range(1, writers * per_writer + 1))
+    session.refresh_from_db()
+    assert session.last_seq == writers * per_writer
+    # Each writer's own events kept their order.
+    for w in range(writers):
+        mine = [
+            e.payload["i"]
+            for e in Event.objects.filter(session=session).order_by("seq")
+            if e.payload["w"] == str(w)
+        ]
+        assert mine == list(range(per_writer))
