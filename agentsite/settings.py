@@ -143,10 +143,14 @@ try:
 except Exception as exc:
     CONFIG_ERRORS.append(("DATABASE_URL", f"DATABASE_URL could not be parsed: {exc}"))
     _database = dj_database_url.parse(f"sqlite:///{BASE_DIR / 'db.sqlite3'}")
+# Name of the test database, so that several test runs can share a machine.
+TEST_DB_NAME = env_str("AGENTSITE_TEST_DB", "test")
 if _database["ENGINE"] == "django.db.backends.sqlite3":
     _database["OPTIONS"] = {**SQLITE_OPTIONS, **_database.get("OPTIONS", {})}
     # Tests run workers in other processes, so the test database must be a file.
-    _database["TEST"] = {"NAME": str(BASE_DIR / ".agentsite" / "test.sqlite3")}
+    _database["TEST"] = {"NAME": str(LOCAL_DIR / f"{TEST_DB_NAME}.sqlite3")}
+elif TEST_DB_NAME != "test":
+    _database["TEST"] = {"NAME": f"test_{TEST_DB_NAME}"}
 DATABASES = {"default": _database}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 

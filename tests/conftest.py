@@ -21,7 +21,7 @@ from rq import Worker
 from agentsite.models import ApiToken
 
 BASE_DIR = Path(__file__).resolve().parent.parent
-ARTIFACTS = BASE_DIR / "test-artifacts"
+ARTIFACTS = BASE_DIR / "test-artifacts" / os.environ.get("AGENTSITE_TEST_DB", "test")
 
 
 # --- people and clients ----------------------------------------------------------
@@ -98,7 +98,7 @@ class Processes:
 
     def __init__(self) -> None:
         self.procs: list[subprocess.Popen[bytes]] = []
-        ARTIFACTS.mkdir(exist_ok=True)
+        ARTIFACTS.mkdir(parents=True, exist_ok=True)
 
     def start(
         self, name: str, *argv: str, env: dict[str, str] | None = None

@@ -1,7 +1,8 @@
 """Test environment, loaded as a pytest plugin before Django reads its settings.
 
 The suite always uses a real Redis: ``REDIS_URL`` when set; else a Redis
-answering on 127.0.0.1:6379, on database 15, which the suite may flush; else
+answering on 127.0.0.1:6379, on database 15 (``AGENTSITE_TEST_REDIS_DB``),
+which the suite may flush; else
 an embedded redis-server started for the run.
 """
 
@@ -14,7 +15,7 @@ from pathlib import Path
 
 from agentsite.embedded_redis import redis_answers, start_embedded_redis
 
-LOCAL_REDIS_URL = "redis://127.0.0.1:6379/15"
+LOCAL_REDIS_URL = f"redis://127.0.0.1:6379/{os.environ.get('AGENTSITE_TEST_REDIS_DB', '15')}"
 
 
 def choose_redis() -> tuple[str, bool]:
