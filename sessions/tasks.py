@@ -2,6 +2,25 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from agentsite.periodic import PeriodicTask
 
-PERIODIC: list[PeriodicTask] = []
+
+def run_turn(run_id: str) -> str:
+    """Run one model turn (queue ``turns``; the RQ job id is the run id)."""
+    from sessions.loop import run_execute
+
+    return run_execute(run_id=run_id)
+
+
+def reap_runs() -> dict[str, Any]:
+    """Fail runs whose worker was lost; re-enqueue queued runs RQ forgot."""
+    from sessions.runs import runs_reap
+
+    return runs_reap()
+
+
+PERIODIC: list[PeriodicTask] = [
+    (reap_runs, "default", 30),
+]

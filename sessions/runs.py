@@ -1,0 +1,307 @@
+"""The run lifecycle and the router: the only code that changes ``Run.status``.
+
+Every decision that involves a session's inbox — claim the pending events as a
+batch, queue the next run, let the session go idle — happens in a transaction
+that first locks the session row (``select_for_update`` on PostgreSQL; SQLite
+transactions are IMMEDIATE and so already hold the database write lock). Those
+transactions therefore serialize per session across processes, which is what
+makes the router race-free:
+
+- an inbox append sees either a queued run that has not claimed its batch yet
+  (which will take the new event) or no queued run (and queues one);
+- a run claims *all* pending events at once, so an event is consumed by
+  exactly one run;
+- a session has at most one queued run and at most one running run; the queued
+  run is handed to RQ only once no run of its session is running.
+
+Transitions: queued → running → completed | failed | cancelled, and
+queued → cancelled. Each is a compare-and-set on the current status.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from sessions.events import event_append
+from sessions.models import AgentSession, Event, Run
+
+log = logging.getLogger(__name__)
+
+# A running run whose worker has not beaten for this long is presumed lost.
+RUN_STALE_AFTER_S = float(getattr(settings, "AGENTSITE_RUN_STALE_S", 60.0))
+# A queued run that RQ has not started for this long is handed to RQ again.
+RUN_REQUEUE_AFTER_S = 60.0
+HEARTBEAT_EVERY_S = 5.0
+
+ACTIVE = (Run.Status.QUEUED, Run.Status.RUNNING)
+
+
+class RunTransitionError(Exception):
+    """The run was not in a state the transition may start from."""
+
+
+@dataclass(frozen=True)
+class Claim:
+    """What a worker gets when it starts a run: the run and its batch, in order."""
+
+    run: Run
+    batch: list[Event]
+
+
+def session_lock(session_id: str) -> AgentSession:
+    """Lock the session row for the rest of the current transaction."""
+    return AgentSession.objects.select_for_update().get(pk=session_id)
+
+
+def run_enqueue(run_id: str) -> None:
+    """Hand a run to the turn workers; the RQ job id is the run id."""
+    import django_rq
+
+    from sessions.tasks import run_turn
+
+    django_rq.get_queue("turns").enqueue(
+        run_turn, run_id, job_id=run_id, result_ttl=300, failure_ttl=3600
+    )
+
+
+def _enqueue_on_commit(run_id: str) -> None:
+    def enqueue() -> None:
+        try:
+            run_enqueue(run_id)
+        except Exception:
+            # The run stays queued; runs_reap hands it to RQ again.
+            log.exception("could not enqueue run %s", run_id)
+
+    transaction.on_commit(enqueue)
+
+
+def _set_state(session: AgentSession, state: str) -> None:
+    if session.state != state:
+        AgentSession.objects.filter(pk=session.pk).update(state=state)
+        session.state = state
+
+
+def run_route(*, session_id: str) -> Run | None:
+    """Make sure the session's pending events have a run to consume them.
+
+    Must be called inside a transaction. Returns the queued run that will take
+    the pending events, or None when nothing is pending.
+    """
+    assert transaction.get_connection().in_atomic_block, "run_route needs a transaction"
+    session = session_lock(session_id)
+    queued = Run.objects.filter(session_id=session_id, status=Run.Status.QUEUED).first()
+    if queued is not None:
+        return queued
+    if session.deleted_at is not None:
+        return None
+    if not Event.objects.filter(session_id=session_id, pending=True).exists():
+        running = Run.objects.filter(session_id=session_id, status=Run.Status.RUNNING).exists()
+        _set_state(session, AgentSession.State.RUNNING if running else AgentSession.State.IDLE)
+        return None
+    run = Run.objects.create(session_id=session_id, owner_id=session.owner_id)
+    if not Run.objects.filter(session_id=session_id, status=Run.Status.RUNNING).exists():
+        _enqueue_on_commit(run.id)
+    _set_state(session, AgentSession.State.RUNNING)
+    return run
+
+
+def run_start(*, run_id: str) -> Claim | None:
+    """queued → running, claiming every pending event of the session as the batch.
+
+    Returns None when the run is not queued any more (a retried RQ job, a
+    cancelled run) or when another run of the session is still running (that
+    run hands this one to RQ again when it ends).
+    """
+    with transaction.atomic():
+        session_id = Run.objects.filter(pk=run_id).values_list("session_id", flat=True).first()
+        if session_id is None:
+            return None
+        session_lock(session_id)
+        if Run.objects.filter(session_id=session_id, status=Run.Status.RUNNING).exists():
+            return None
+        now = timezone.now()
+        started = Run.objects.filter(pk=run_id, status=Run.Status.QUEUED).update(
+            status=Run.Status.RUNNING, started_at=now, heartbeat_at=now
+        )
+        if started != 1:
+            return None
+        batch = list(
+            Event.objects.select_for_update()
+            .filter(session_id=session_id, pending=True)
+            .order_by("seq")
+        )
+        Event.objects.filter(pk__in=[e.pk for e in batch]).update(
+            pending=False, consumed_by_id=run_id
+        )
+        for event in batch:
+            event.pending, event.consumed_by_id = False, run_id
+        run = Run.objects.get(pk=run_id)
+        run.batch_size = len(batch)
+        run.start_seq = batch[0].seq - 1 if batch else 0
+        Run.objects.filter(pk=run_id).update(batch_size=run.batch_size, start_seq=run.start_seq)
+        event_append(
+            session_id=session_id,
+            kind=Event.Kind.RUN_STARTED,
+            payload={"run_id": run_id, "batch_size": len(batch)},
+            run_id=run_id,
+        )
+    return Claim(run=run, batch=batch)
+
+
+def run_heartbeat(*, run_id: str) -> bool:
+    """Record that the worker is alive; returns True when a cancel was requested."""
+    Run.objects.filter(pk=run_id, status=Run.Status.RUNNING).update(heartbeat_at=timezone.now())
+    return run_cancel_requested(run_id=run_id)
+
+
+def run_cancel_requested(*, run_id: str) -> bool:
+    return Run.objects.filter(pk=run_id, cancel_requested_at__isnull=False).exists()
+
+
+def run_first_token(*, run_id: str) -> None:
+    """Time to first token: set once, the first time the model produced output."""
+    Run.objects.filter(pk=run_id, first_token_at__isnull=True).update(
+        first_token_at=timezone.now()
+    )
+
+
+def _finish(
+    *,
+    run_id: str,
+    status: str,
+    sources: tuple[str, ...],
+    usage: dict[str, Any] | None = None,
+    error: dict[str, str] | None = None,
+) -> bool:
+    with transaction.atomic():
+        session_id = Run.objects.filter(pk=run_id).values_list("session_id", flat=True).first()
+        if session_id is None:
+            return False
+        session_lock(session_id)
+        fields: dict[str, Any] = {"status": status, "finished_at": timezone.now()}
+        if usage is not None:
+            fields["usage"] = usage
+        if error is not None:
+            fields["error"] = f"{error['code']}: {error['message']}"
+        if Run.objects.filter(pk=run_id, status__in=sources).update(**fields) != 1:
+            return False
+        if error is not None:
+            event_append(session_id=session_id, kind=Event.Kind.ERROR, payload=error, run_id=run_id)
+        finished: dict[str, Any] = {"run_id": run_id, "status": status}
+        if error is not None:
+            finished["error"] = error
+        event_append(
+            session_id=session_id, kind=Event.Kind.RUN_FINISHED, payload=finished, run_id=run_id
+        )
+        _after_run(session_id=session_id, ended_status=status)
+    return True
+
+
+def _after_run(*, session_id: str, ended_status: str) -> None:
+    """Route what waited behind the run that just ended (inside its transaction)."""
+    queued = Run.objects.filter(session_id=session_id, status=Run.Status.QUEUED).first()
+    if queued is not None:
+        _enqueue_on_commit(queued.id)
+        return
+    if ended_status == Run.Status.CANCELLED:
+        # Interrupted: whatever is still pending waits for the next trigger.
+        session = AgentSession.objects.get(pk=session_id)
+        _set_state(session, AgentSession.State.IDLE)
+        return
+    run_route(session_id=session_id)
+
+
+def run_complete(*, run_id: str, usage: dict[str, Any]) -> bool:
+    return _finish(
+        run_id=run_id, status=Run.Status.COMPLETED, sources=(Run.Status.RUNNING,), usage=usage
+    )
+
+
+def run_fail(
+    *, run_id: str, code: str, message: str, usage: dict[str, Any] | None = None
+) -> bool:
+    """Any live run → failed, with an ``error`` event that says why."""
+    return _finish(
+        run_id=run_id,
+        status=Run.Status.FAILED,
+        sources=tuple(ACTIVE),
+        usage=usage,
+        error={"code": code, "message": message},
+    )
+
+
+def run_cancel(*, run_id: str, usage: dict[str, Any] | None = None) -> bool:
+    """Any live run → cancelled. Its batch stays consumed; later events wait for the next run."""
+    return _finish(run_id=run_id, status=Run.Status.CANCELLED, sources=tuple(ACTIVE), usage=usage)
+
+
+def run_request_cancel(*, run_id: str) -> str:
+    """Interrupt a run; returns the state reached.
+
+    A queued run is cancelled at once (``"cancelled"``). A running run is asked
+    to stop (``"cancelling"``); its worker sees the request within a fraction
+    of a second and ends it cancelled, keeping the text so far. A finished run
+    is left alone and its real status returned.
+    """
+    now = timezone.now()
+    if Run.objects.filter(pk=run_id, status=Run.Status.QUEUED).exists() and run_cancel(
+        run_id=run_id
+    ):
+        return Run.Status.CANCELLED
+    if Run.objects.filter(pk=run_id, status=Run.Status.RUNNING).update(
+        cancel_requested_at=now
+    ):
+        return "cancelling"
+    status = Run.objects.filter(pk=run_id).values_list("status", flat=True).first()
+    if status is None:
+        raise Run.DoesNotExist(run_id)
+    return "cancelling" if status == Run.Status.RUNNING else status
+
+
+def runs_reap(*, now: Any = None) -> dict[str, int]:
+    """Fail runs whose worker was lost; hand forgotten queued runs to RQ again.
+
+    Run by the scheduler. A lost run ends failed with an error event, and its
+    session's queued run (if any) is started, so a dead worker never wedges a
+    session.
+    """
+    now = now or timezone.now()
+    stale = Run.objects.filter(
+        status=Run.Status.RUNNING, heartbeat_at__lt=now - timedelta(seconds=RUN_STALE_AFTER_S)
+    ).values_list("id", flat=True)
+    failed = 0
+    for run_id in list(stale):
+        failed += run_fail(
+            run_id=run_id,
+            code="worker_lost",
+            message="The worker running this turn stopped responding.",
+        )
+    requeued = 0
+    forgotten = Run.objects.filter(
+        status=Run.Status.QUEUED, created_at__lt=now - timedelta(seconds=RUN_REQUEUE_AFTER_S)
+    ).values_list("id", "session_id")
+    for run_id, session_id in list(forgotten):
+        if Run.objects.filter(session_id=session_id, status=Run.Status.RUNNING).exists():
+            continue
+        if not _rq_knows(run_id):
+            run_enqueue(run_id)
+            requeued += 1
+    return {"failed": failed, "requeued": requeued}
+
+
+def _rq_knows(run_id: str) -> bool:
+    import django_rq
+    from rq.job import Job as RqJob
+
+    try:
+        job = RqJob.fetch(run_id, connection=django_rq.get_connection("turns"))
+    except Exception:
+        return False
+    return job.get_status(refresh=True) in ("queued", "started", "scheduled", "deferred")

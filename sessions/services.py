@@ -1,0 +1,76 @@
+"""Session services: create, look up, post a message, delete."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from django.db import transaction
+from django.utils import timezone
+
+from sessions.inbox import inbox_append_routed
+from sessions.models import AgentSession, Event, Run
+from sessions.runs import run_request_cancel
+
+log = logging.getLogger(__name__)
+
+
+class SessionNotFound(Exception):
+    """No such session for this owner (someone else's sessions are not found either)."""
+
+
+def session_create(
+    *, owner: Any, title: str = "", model: str = "", system_prompt: str = ""
+) -> AgentSession:
+    return AgentSession.objects.create(
+        owner=owner, title=title.strip()[:200], model=model.strip(), system_prompt=system_prompt
+    )
+
+
+def session_get(*, owner: Any, session_id: str) -> AgentSession:
+    """The owner's live session; raises SessionNotFound for anyone else's or a deleted one."""
+    session = AgentSession.objects.filter(
+        pk=session_id, owner_id=owner.pk, deleted_at__isnull=True
+    ).first()
+    if session is None:
+        raise SessionNotFound(f"No session {session_id!r}.")
+    return session
+
+
+def session_list(*, owner: Any) -> list[AgentSession]:
+    return list(AgentSession.objects.filter(owner_id=owner.pk, deleted_at__isnull=True))
+
+
+def message_post(*, session: AgentSession, text: str) -> tuple[Event, Run]:
+    """Append a pending user message; returns it and the run that will consume it."""
+    event, run = inbox_append_routed(
+        session_id=session.id, kind=Event.Kind.USER_MESSAGE, payload={"text": text}
+    )
+    assert run is not None, "a pending event always has a run to consume it"
+    return event, run
+
+
+def session_delete(*, session: AgentSession) -> dict[str, int]:
+    """Soft-delete a session, cancel its live runs and its unfinished jobs."""
+    with transaction.atomic():
+        AgentSession.objects.filter(pk=session.pk).update(deleted_at=timezone.now())
+    runs = 0
+    for run_id in Run.objects.filter(
+        session_id=session.id, status__in=[Run.Status.QUEUED, Run.Status.RUNNING]
+    ).values_list("id", flat=True):
+        run_request_cancel(run_id=run_id)
+        runs += 1
+    return {"runs": runs, "jobs": _session_jobs_cancel(session_id=session.id)}
+
+
+def _session_jobs_cancel(*, session_id: str) -> int:
+    from jobs.lifecycle import job_request_cancel
+
+    from jobs.models import Job
+
+    live = Job.objects.filter(session_id=session_id).exclude(status__in=Job.TERMINAL)
+    count = 0
+    for job_id in live.values_list("id", flat=True):
+        job_request_cancel(job_id=job_id)
+        count += 1
+    return count
