@@ -196,6 +196,27 @@ AGENTSITE_OFFLINE_LATENCY = (
 )
 # Approximate token budget for the conversation the model is shown.
 AGENTSITE_CONTEXT_BUDGET_TOKENS = env_int("AGENTSITE_CONTEXT_BUDGET_TOKENS", 60_000)
+# Jobs: a cancelled or overdue tool that does not stop by itself is stopped this
+# many seconds later; a running job whose heartbeat is older than STALE is lost.
+AGENTSITE_JOB_STOP_GRACE_S = env_float("AGENTSITE_JOB_STOP_GRACE_S", 5.0)
+AGENTSITE_JOB_HEARTBEAT_S = env_float("AGENTSITE_JOB_HEARTBEAT_S", 1.0)
+AGENTSITE_JOB_HEARTBEAT_STALE_S = env_float("AGENTSITE_JOB_HEARTBEAT_STALE_S", 10.0)
+# Seconds between the scheduler's job sweeps (lost workers, deadlines, webhook retries).
+AGENTSITE_JOB_SWEEP_S = env_int("AGENTSITE_JOB_SWEEP_S", 2)
+# Delays before each webhook retry; the delivery is given up after the last one.
+try:
+    AGENTSITE_WEBHOOK_RETRY_S = [
+        float(x) for x in env_list("AGENTSITE_WEBHOOK_RETRY_S", ["5", "30", "120", "600", "1800"])
+    ]
+except ValueError:
+    CONFIG_ERRORS.append(
+        ("AGENTSITE_WEBHOOK_RETRY_S", "AGENTSITE_WEBHOOK_RETRY_S must list numbers of seconds.")
+    )
+    AGENTSITE_WEBHOOK_RETRY_S = [5.0, 30.0, 120.0, 600.0, 1800.0]
+AGENTSITE_WEBHOOK_TIMEOUT_S = env_float("AGENTSITE_WEBHOOK_TIMEOUT_S", 10.0)
+# Extra modules that register tools (comma-separated dotted paths), imported by
+# every process together with the built-in tools.
+AGENTSITE_EXTRA_TOOLS = env_list("AGENTSITE_EXTRA_TOOLS", [])
 
 # --- auth, static, i18n --------------------------------------------------------------
 

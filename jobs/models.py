@@ -56,6 +56,8 @@ class Job(models.Model):
     cancel_requested_at = models.DateTimeField(null=True, blank=True, editable=False)
     heartbeat_at = models.DateTimeField(null=True, blank=True, editable=False)
     worker_name = models.CharField(max_length=200, blank=True, editable=False)
+    # Set once, when the job is handed to RQ; a job waiting on dependencies has none.
+    enqueued_at = models.DateTimeField(null=True, blank=True, editable=False)
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True, editable=False)
     finished_at = models.DateTimeField(null=True, blank=True, editable=False)
@@ -103,3 +105,80 @@ class JobChunk(models.Model):
 
     def __str__(self) -> str:
         return f"{self.job_id}[{self.index}]"
+
+
+class JobEvent(models.Model):
+    """The job's own log: one row per transition, whether or not it has a session."""
+
+    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="events")
+    event = models.CharField(max_length=30)
+    payload = models.JSONField(default=dict)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["job", "id"]
+
+    def __str__(self) -> str:
+        return f"{self.job_id} {self.event}"
+
+
+class WebhookSecret(models.Model):
+    """The per-user signing secret of Standard Webhooks callbacks (``whsec_…``)."""
+
+    user = models.OneToOneField(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="webhook_secret"
+    )
+    secret = models.CharField(max_length=100)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self) -> str:
+        return f"webhook secret of {self.user_id}"
+
+
+class WebhookDelivery(models.Model):
+    """One callback message (a job's final status); retried until delivered or given up."""
+
+    class Status(models.TextChoices):
+        PENDING = "pending"
+        DELIVERED = "delivered"
+        FAILED = "failed"
+
+    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="webhook_deliveries")
+    # The webhook-id header: the same for every attempt, so receivers can deduplicate.
+    message_id = models.CharField(max_length=100, unique=True)
+    url = models.URLField(max_length=2000)
+    payload = models.JSONField()
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.PENDING)
+    attempts = models.PositiveIntegerField(default=0)
+    next_attempt_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        indexes = [models.Index(fields=["status", "next_attempt_at"])]
+
+    def __str__(self) -> str:
+        return self.message_id
+
+
+class WebhookAttempt(models.Model):
+    """One HTTP POST of a delivery and what came back."""
+
+    delivery = models.ForeignKey(
+        WebhookDelivery, on_delete=models.CASCADE, related_name="attempt_rows"
+    )
+    number = models.PositiveIntegerField()
+    status_code = models.PositiveIntegerField(null=True, blank=True)
+    error = models.TextField(blank=True)
+    duration_ms = models.FloatField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["delivery", "number"]
+
+    def __str__(self) -> str:
+        return f"{self.delivery_id}#{self.number}"
+
+    @property
+    def ok(self) -> bool:
+        return self.status_code is not None and 200 <= self.status_code < 300

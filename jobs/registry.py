@@ -124,4 +124,11 @@ def all_tools() -> list[Tool]:
 
 
 def load_builtin_tools() -> None:
+    import importlib
+
+    from django.conf import settings
+
     from jobs import tools  # noqa: F401  (registers the built-in tools on import)
+
+    for module in settings.AGENTSITE_EXTRA_TOOLS:
+        importlib.import_module(module)

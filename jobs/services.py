@@ -1,10 +1,376 @@
-"""Job services other than status transitions (those live in ``jobs.lifecycle``)."""
+"""Job services other than status transitions (those live in ``jobs.lifecycle``).
+
+Starting a job follows Stripe's idempotency rules: the key is bound to the
+owner and to a hash of the request. The same request again returns the same
+job; another request with the key is refused; concurrent starts race on a
+unique constraint, so exactly one job is created.
+"""
 
 from __future__ import annotations
 
-from django.utils import timezone
+import hashlib
+import json
+import re
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+from typing import Any
 
-from jobs.models import Job
+from django.conf import settings
+from django.db import IntegrityError, transaction
+from django.db.models import QuerySet
+from django.utils import timezone
+from pydantic import BaseModel, ValidationError
+
+from jobs import lifecycle
+from jobs.addresses import AddressRefused, check_url
+from jobs.models import Job, JobChunk
+from jobs.registry import Tool, get_tool
+
+JOB_ID_RE = re.compile(r"^job_[a-z0-9]{1,36}$")
+MAX_DEPENDENCIES = 20
+MAX_KEY_LENGTH = 255
+
+
+class JobRequestError(Exception):
+    """A request about jobs that cannot be served, with an HTTP status and a stable code."""
+
+    def __init__(self, status: int, code: str, message: str, details: Any = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.code = code
+        self.message = message
+        self.details = details
+
+
+# --- starting jobs -------------------------------------------------------------------
+
+
+def tool_for_request(name: str, *, kind: str) -> Tool:
+    tool = get_tool(name)
+    if tool is None:
+        raise JobRequestError(422, "unknown_tool", f"There is no tool named {name!r}.")
+    if tool.kind != kind:
+        code = "tool_is_blocking" if tool.kind == "blocking" else "tool_is_async"
+        verb = "is called inline, not started as a job" if kind == "async" else "runs as a job"
+        raise JobRequestError(422, code, f"The tool {name!r} {verb}.")
+    return tool
+
+
+def tool_args_validate(tool: Tool, args: Any) -> dict[str, Any]:
+    """Arguments checked against the tool's schema, normalised to JSON."""
+    return tool_args_parse(tool, args).model_dump(mode="json")
+
+
+def tool_args_parse(tool: Tool, args: Any) -> BaseModel:
+    if not isinstance(args, dict):
+        raise JobRequestError(422, "invalid_arguments", "'args' must be a JSON object.")
+    try:
+        parsed = tool.validate(args)
+    except ValidationError as exc:
+        details = [
+            {"loc": list(e["loc"]), "message": e["msg"], "type": e["type"]} for e in exc.errors()
+        ]
+        raise JobRequestError(
+            422,
+            "invalid_arguments",
+            f"The arguments do not match the input schema of {tool.name!r}.",
+            details,
+        ) from exc
+    return parsed
+
+
+def request_hash(payload: dict[str, Any]) -> str:
+    canonical = json.dumps(payload, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def job_create(
+    *,
+    owner: Any,
+    tool: str,
+    args: dict[str, Any],
+    idempotency_key: str,
+    session_id: str | None = None,
+    run_id: str | None = None,
+    depends_on: Sequence[str] = (),
+    timeout_s: float | None = None,
+    callback_url: str = "",
+) -> tuple[Job, bool]:
+    """Start an async tool as a job, or return the job this key already started.
+
+    Returns ``(job, created)``. Raises ``JobRequestError`` for anything invalid,
+    including ``idempotency_key_reused`` (422) for the key with another request.
+    """
+    key = (idempotency_key or "").strip()
+    if not key:
+        raise JobRequestError(
+            400, "idempotency_key_required", "Send an Idempotency-Key header to start a job."
+        )
+    if len(key) > MAX_KEY_LENGTH:
+        raise JobRequestError(400, "idempotency_key_invalid", "The Idempotency-Key is too long.")
+    spec = tool_for_request(tool, kind="async")
+    clean_args = tool_args_validate(spec, args)
+    timeout = timeout_validate(spec, timeout_s)
+    deps = dependencies_validate(owner, depends_on)
+    session_validate(owner, session_id)
+    if callback_url:
+        try:
+            check_url(callback_url)
+        except AddressRefused as exc:
+            raise JobRequestError(422, "callback_url_refused", str(exc)) from exc
+    fingerprint = request_hash(
+        {
+            "tool": tool,
+            "args": clean_args,
+            "session_id": session_id,
+            "run_id": run_id,
+            "depends_on": sorted(deps),
+            "timeout_s": timeout,
+            "callback_url": callback_url,
+        }
+    )
+    existing = job_for_key(owner, key, fingerprint)
+    if existing is not None:
+        return existing, False
+    try:
+        with transaction.atomic():
+            job = Job.objects.create(
+                owner=owner,
+                tool=tool,
+                args=clean_args,
+                session_id=session_id,
+                run_id=run_id,
+                timeout_s=timeout,
+                callback_url=callback_url,
+                idempotency_key=key,
+                request_hash=fingerprint,
+                idempotency_expires_at=timezone.now()
+                + timedelta(seconds=settings.AGENTSITE_IDEMPOTENCY_TTL_S),
+            )
+            if deps:
+                job.depends_on.set(deps)
+            lifecycle.job_publish(job, "job_queued")
+            lifecycle.job_enqueue_if_ready(job_id=job.id)
+    except IntegrityError:
+        # Another request with the same key committed first.
+        existing = job_for_key(owner, key, fingerprint)
+        if existing is None:
+            raise
+        return existing, False
+    job.refresh_from_db()
+    return job, True
+
+
+def job_for_key(owner: Any, key: str, fingerprint: str) -> Job | None:
+    """The live job bound to ``key``; releases the key first when it has expired."""
+    job = Job.objects.filter(owner=owner, idempotency_key=key).first()
+    if job is None:
+        return None
+    expires = job.idempotency_expires_at
+    if expires is not None and expires <= timezone.now():
+        Job.objects.filter(pk=job.pk, idempotency_key=key).update(idempotency_key=None)
+        return None
+    if job.request_hash != fingerprint:
+        raise JobRequestError(
+            422,
+            "idempotency_key_reused",
+            "This Idempotency-Key was already used with a different request.",
+            {"job_id": job.id},
+        )
+    return job
+
+
+def timeout_validate(tool: Tool, timeout_s: float | None) -> float:
+    if timeout_s is None:
+        return float(tool.default_timeout_s)
+    if not timeout_s > 0 or timeout_s > tool.max_timeout_s:
+        raise JobRequestError(
+            422,
+            "invalid_timeout",
+            f"timeout_s must be above 0 and at most {tool.max_timeout_s:g} for {tool.name!r}.",
+            {"max_timeout_s": tool.max_timeout_s},
+        )
+    return float(timeout_s)
+
+
+def dependencies_validate(owner: Any, depends_on: Sequence[str]) -> list[str]:
+    if isinstance(depends_on, str) or not isinstance(depends_on, Sequence):
+        raise JobRequestError(422, "bad_dependency", "depends_on must be a list of job ids.")
+    ids = list(dict.fromkeys(depends_on))
+    if len(ids) > MAX_DEPENDENCIES:
+        raise JobRequestError(
+            422, "bad_dependency", f"A job may depend on at most {MAX_DEPENDENCIES} jobs."
+        )
+    malformed = [i for i in ids if not isinstance(i, str) or not JOB_ID_RE.match(i)]
+    found = set(
+        Job.objects.filter(owner=owner, id__in=[i for i in ids if i not in malformed]).values_list(
+            "id", flat=True
+        )
+    )
+    unknown = [i for i in ids if i not in found]
+    if unknown:
+        raise JobRequestError(
+            422, "bad_dependency", "depends_on names jobs that do not exist.", {"job_ids": unknown}
+        )
+    return ids
+
+
+def session_validate(owner: Any, session_id: str | None) -> None:
+    if session_id is None:
+        return
+    from sessions.models import AgentSession
+
+    if not AgentSession.objects.filter(pk=session_id, owner=owner).exists():
+        raise JobRequestError(
+            422, "unknown_session", "session_id does not name one of your sessions."
+        )
+
+
+def job_retry(*, job: Job) -> Job:
+    """Start the same request again as a new job (a fresh idempotency key)."""
+    new, _ = job_create(
+        owner=job.owner,
+        tool=job.tool,
+        args=job.args,
+        idempotency_key=f"retry-of-{job.id}-{timezone.now().timestamp()}",
+        session_id=job.session_id,
+        depends_on=[],
+        timeout_s=job.timeout_s,
+        callback_url=job.callback_url,
+    )
+    return new
+
+
+# --- reading jobs ---------------------------------------------------------------------
+
+
+def job_get(*, owner: Any, job_id: str) -> Job:
+    """The owner's job; ``not_found`` for anyone else's, unknown or malformed ids."""
+    if not isinstance(job_id, str) or not JOB_ID_RE.match(job_id):
+        raise JobRequestError(404, "not_found", "No such job.")
+    job = Job.objects.filter(id=job_id, owner=owner).first()
+    if job is None:
+        raise JobRequestError(404, "not_found", "No such job.")
+    return job
+
+
+def job_list(
+    *,
+    owner: Any,
+    status: str | None = None,
+    tool: str | None = None,
+    session_id: str | None = None,
+) -> QuerySet[Job]:
+    jobs = Job.objects.filter(owner=owner).order_by("-created_at", "-id")
+    if status:
+        jobs = jobs.filter(status=status)
+    if tool:
+        jobs = jobs.filter(tool=tool)
+    if session_id:
+        jobs = jobs.filter(session_id=session_id)
+    return jobs
+
+
+def _iso(moment: datetime | None) -> str | None:
+    return moment.isoformat() if moment else None
+
+
+def job_error(job: Job) -> dict[str, str] | None:
+    if not job.error_code:
+        return None
+    return {"code": job.error_code, "message": job.error_message}
+
+
+def job_status_doc(job: Job) -> dict[str, Any]:
+    """The body of ``GET /api/jobs/{id}``."""
+    return {
+        "job_id": job.id,
+        "tool": job.tool,
+        "status": job.status,
+        "progress": {"fraction": job.progress_fraction, "message": job.progress_message},
+        "created_at": _iso(job.created_at),
+        "started_at": _iso(job.started_at),
+        "finished_at": _iso(job.finished_at),
+        "deadline": _iso(job.deadline),
+        "depends_on": sorted(job.depends_on.values_list("id", flat=True)),
+        "error": job_error(job),
+    }
+
+
+RESULT_ERRORS = {
+    Job.Status.FAILED: ("job_failed", "The job failed."),
+    Job.Status.CANCELLED: ("job_cancelled", "The job was cancelled."),
+    Job.Status.TIMED_OUT: ("job_timed_out", "The job ran past its deadline."),
+}
+
+
+def job_result_doc(job: Job) -> dict[str, Any]:
+    """The 200 body of ``/result``; 409 ``JobRequestError`` unless the job is done."""
+    if job.status == Job.Status.DONE:
+        return {"job_id": job.id, "status": job.status, "output": job.result}
+    if job.status in RESULT_ERRORS:
+        code, message = RESULT_ERRORS[job.status]  # type: ignore[index]
+        raise JobRequestError(
+            409,
+            code,
+            message,
+            {"reason": job.error_code, "message": job.error_message, "status": job.status},
+        )
+    raise JobRequestError(
+        409,
+        "not_finished",
+        f"The job is {job.status}; its partial results are at ?cursor=0.",
+        {"status": job.status},
+    )
+
+
+def job_result_page(job: Job, cursor: int, limit: int) -> dict[str, Any]:
+    """Partial results from ``cursor`` on: ``{"items", "next_cursor", "complete"}``."""
+    if cursor < 0 or limit < 1:
+        raise JobRequestError(400, "invalid_cursor", "cursor must be ≥ 0 and limit ≥ 1.")
+    limit = min(limit, 500)
+    terminal = job.is_terminal
+    items = list(
+        JobChunk.objects.filter(job=job, index__gte=cursor)
+        .order_by("index")
+        .values_list("item", flat=True)[:limit]
+    )
+    next_cursor = cursor + len(items)
+    more = JobChunk.objects.filter(job=job, index__gte=next_cursor).exists()
+    return {"items": items, "next_cursor": next_cursor, "complete": terminal and not more}
+
+
+def job_summary(job: Job) -> str:
+    """One line about a finished job, for completion events and compact history."""
+    if job.status == Job.Status.DONE:
+        tool = get_tool(job.tool)
+        summary = tool.summary(job.result) if tool is not None else ""
+        return summary or "done"
+    if job.is_terminal:
+        return f"{job.status}: {job.error_message}" if job.error_message else str(job.status)
+    if job.progress_message:
+        return job.progress_message
+    return str(job.status)
+
+
+# --- blocking tools -------------------------------------------------------------------
+
+
+def blocking_tool_call(
+    *, owner: Any, tool: str, args: dict[str, Any], session_id: str | None = None
+) -> Any:
+    """Validate and run a blocking tool inline; the tool's own exceptions propagate."""
+    from jobs.runner import InlineToolContext
+
+    spec = tool_for_request(tool, kind="blocking")
+    parsed = tool_args_parse(spec, args)
+    ctx = InlineToolContext(
+        owner_id=getattr(owner, "pk", None), session_id=session_id, timeout_s=spec.default_timeout_s
+    )
+    return spec.run(parsed, ctx)
+
+
+# --- housekeeping ---------------------------------------------------------------------
 
 
 def idempotency_keys_expire() -> int:

@@ -1,9 +1,105 @@
-"""RQ entry points of the jobs app. Thin: take an id, call the lifecycle or a service."""
+"""RQ entry points of the jobs app. Thin: take an id, call the lifecycle or a service.
+
+The sweep runs on the ``turns`` queue on purpose: its job is to notice tool
+workers that died or hang, so it must not wait behind them on ``tools`` or
+``default`` (which the tool workers also serve). It is a few indexed queries.
+"""
 
 from __future__ import annotations
 
+import logging
+from datetime import timedelta
+
+from django.conf import settings
+from django.db import connections
+from django.db.models import Q
+from django.utils import timezone
+
 from agentsite.periodic import PeriodicTask
-from jobs import services
+from jobs import lifecycle, services, webhooks
+from jobs.lifecycle import JobTransitionError
+from jobs.models import Job
+from jobs.runner import connections_detach_inherited, stop_horse
+
+log = logging.getLogger(__name__)
+
+
+def deliver_webhook(delivery_id: int) -> None:
+    connections_detach_inherited()
+    try:
+        webhooks.webhook_deliver(delivery_id=delivery_id)
+    finally:
+        connections.close_all()
+
+
+def lost_jobs_fail() -> int:
+    """Running jobs whose heartbeat went stale: their worker was killed or hangs."""
+    stale = timezone.now() - timedelta(seconds=settings.AGENTSITE_JOB_HEARTBEAT_STALE_S)
+    lost = Job.objects.filter(status=Job.Status.RUNNING).filter(
+        Q(heartbeat_at__lt=stale) | Q(heartbeat_at__isnull=True, started_at__lt=stale)
+    )
+    count = 0
+    for job_id in lost.values_list("id", flat=True):
+        try:
+            lifecycle.job_fail(
+                job_id=job_id,
+                code="worker_lost",
+                message="The worker running this job stopped sending heartbeats.",
+            )
+        except JobTransitionError:
+            continue
+        count += 1
+        stop_horse(job_id)
+    return count
+
+
+def overdue_jobs_stop() -> int:
+    """Running jobs whose own runner did not stop them in time (a hung horse)."""
+    slack = timedelta(seconds=2 * settings.AGENTSITE_JOB_STOP_GRACE_S)
+    now = timezone.now()
+    count = 0
+    for job_id in Job.objects.filter(
+        status=Job.Status.RUNNING, deadline__lt=now - slack
+    ).values_list("id", flat=True):
+        try:
+            lifecycle.job_time_out(job_id=job_id, message="Past its deadline; stopped.")
+        except JobTransitionError:
+            continue
+        count += 1
+        stop_horse(job_id)
+    for job_id in Job.objects.filter(
+        status=Job.Status.RUNNING, cancel_requested_at__lt=now - slack
+    ).values_list("id", flat=True):
+        try:
+            lifecycle.job_cancel(job_id=job_id, message="Did not stop after the cancel request.")
+        except JobTransitionError:
+            continue
+        count += 1
+        stop_horse(job_id)
+    return count
+
+
+def waiting_jobs_release() -> int:
+    """Queued jobs whose dependencies ended while nobody released them (a crash in between)."""
+    waiting = Job.objects.filter(status=Job.Status.QUEUED, enqueued_at__isnull=True).values_list(
+        "id", flat=True
+    )[:200]
+    return sum(lifecycle.job_enqueue_if_ready(job_id=j) in {"enqueued", "failed"} for j in waiting)
+
+
+def sweep_jobs() -> dict[str, int]:
+    """The scheduler's periodic pass over jobs, webhook retries and idempotency keys."""
+    connections_detach_inherited()
+    try:
+        return {
+            "lost": lost_jobs_fail(),
+            "overdue": overdue_jobs_stop(),
+            "released": waiting_jobs_release(),
+            "webhook_retries": webhooks.webhook_retries_due(),
+            "keys_expired": services.idempotency_keys_expire(),
+        }
+    finally:
+        connections.close_all()
 
 
 def expire_idempotency_keys() -> int:
@@ -11,5 +107,5 @@ def expire_idempotency_keys() -> int:
 
 
 PERIODIC: list[PeriodicTask] = [
-    (expire_idempotency_keys, "default", 300),
+    (sweep_jobs, "turns", settings.AGENTSITE_JOB_SWEEP_S),
 ]

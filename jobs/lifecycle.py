@@ -1,0 +1,357 @@
+"""Every change of ``Job.status``, and nothing else does it.
+
+``queued → running → done | failed | cancelled | timed_out``; a queued job may
+also end directly (cancelled, or failed because a dependency did not succeed).
+Each transition is a compare-and-set — ``filter(id=…, status__in=sources)
+.update(...)`` — so when two processes race (the worker finishing, a user
+cancelling, the scheduler noticing a lost worker) exactly one wins, and the
+loser gets ``JobTransitionError``. A terminal status never changes again.
+
+Each transition publishes exactly one event through ``job_publish``: a
+``JobEvent`` row (and a session event when the job belongs to a session) in
+the same transaction, then, once committed, a channel-layer message and — for
+final states of jobs with a callback URL — a webhook delivery.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+from datetime import timedelta
+from typing import Any
+
+import django_rq
+from asgiref.sync import async_to_sync
+from channels.layers import get_channel_layer
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from jobs.groups import cancel_key, job_group, owner_jobs_group
+from jobs.models import Job, JobChunk, JobEvent
+
+log = logging.getLogger(__name__)
+
+S = Job.Status
+TERMINAL_EVENTS = {
+    S.DONE: "job_completed",
+    S.FAILED: "job_failed",
+    S.CANCELLED: "job_cancelled",
+    S.TIMED_OUT: "job_timed_out",
+}
+# A cancel signal outlives any job that could still be running.
+CANCEL_KEY_TTL_S = 24 * 3600
+
+
+class JobTransitionError(Exception):
+    """The job was not in a state the transition may start from."""
+
+    def __init__(self, job_id: str, target: str, current: str | None) -> None:
+        super().__init__(f"job {job_id} cannot become {target} from {current or 'nowhere'}")
+        self.job_id = job_id
+        self.target = target
+        self.current = current
+
+
+def _transition(
+    job_id: str, *, sources: Iterable[str], target: str, event: str, **fields: Any
+) -> Job:
+    with transaction.atomic():
+        changed = Job.objects.filter(id=job_id, status__in=list(sources)).update(
+            status=target, **fields
+        )
+        if changed != 1:
+            current = Job.objects.filter(id=job_id).values_list("status", flat=True).first()
+            raise JobTransitionError(job_id, target, current)
+        job = Job.objects.get(id=job_id)
+        job_publish(job, event)
+        if job.is_terminal:
+            transaction.on_commit(lambda: dependents_release(job_id=job_id))
+    return job
+
+
+def _finish(
+    job_id: str,
+    *,
+    sources: Iterable[str],
+    target: str,
+    code: str = "",
+    message: str = "",
+    **kw: Any,
+) -> Job:
+    return _transition(
+        job_id,
+        sources=sources,
+        target=target,
+        event=TERMINAL_EVENTS[target],
+        finished_at=timezone.now(),
+        error_code=code,
+        error_message=message[:5000],
+        **kw,
+    )
+
+
+def job_start(*, job_id: str, worker_name: str = "") -> Job:
+    now = timezone.now()
+    timeout_s = Job.objects.filter(id=job_id).values_list("timeout_s", flat=True).first()
+    return _transition(
+        job_id,
+        sources=[S.QUEUED],
+        target=S.RUNNING,
+        event="job_started",
+        started_at=now,
+        heartbeat_at=now,
+        deadline=now + timedelta(seconds=timeout_s or 0),
+        worker_name=worker_name[:200],
+    )
+
+
+def job_progress(*, job_id: str, fraction: float | None, message: str = "") -> Job:
+    """Record progress of a running job (the runner throttles how often)."""
+    if fraction is not None:
+        fraction = min(1.0, max(0.0, float(fraction)))
+    return _transition(
+        job_id,
+        sources=[S.RUNNING],
+        target=S.RUNNING,
+        event="job_progress",
+        progress_fraction=fraction,
+        progress_message=message[:300],
+    )
+
+
+def job_partial(*, job_id: str, index: int, item: Any) -> JobChunk:
+    """Append partial result ``index`` of a running job and tell live listeners."""
+    with transaction.atomic():
+        if not Job.objects.filter(id=job_id, status=S.RUNNING).exists():
+            current = Job.objects.filter(id=job_id).values_list("status", flat=True).first()
+            raise JobTransitionError(job_id, "partial", current)
+        chunk = JobChunk.objects.create(job_id=job_id, index=index, item=item)
+        message = {"type": "job.partial", "job_id": job_id, "index": index, "item": item}
+        transaction.on_commit(lambda: _group_send([job_group(job_id)], message))
+    return chunk
+
+
+def job_succeed(*, job_id: str, result: Any) -> Job:
+    return _finish(job_id, sources=[S.RUNNING], target=S.DONE, result=result, progress_fraction=1.0)
+
+
+def job_fail(*, job_id: str, code: str, message: str) -> Job:
+    return _finish(
+        job_id, sources=[S.QUEUED, S.RUNNING], target=S.FAILED, code=code, message=message
+    )
+
+
+def job_cancel(*, job_id: str, message: str = "Cancelled on request.") -> Job:
+    return _finish(
+        job_id, sources=[S.QUEUED, S.RUNNING], target=S.CANCELLED, code="cancelled", message=message
+    )
+
+
+def job_time_out(*, job_id: str, message: str = "") -> Job:
+    return _finish(
+        job_id,
+        sources=[S.RUNNING],
+        target=S.TIMED_OUT,
+        code="deadline_exceeded",
+        message=message or "The job ran past its deadline and was stopped.",
+    )
+
+
+def job_heartbeat(*, job_id: str) -> bool:
+    """Mark a running job alive; False once it is no longer running."""
+    return Job.objects.filter(id=job_id, status=S.RUNNING).update(heartbeat_at=timezone.now()) == 1
+
+
+def job_request_cancel(*, job_id: str) -> str:
+    """Ask a job to stop and return the state reached.
+
+    A queued job is cancelled at once and never starts. A running job gets the
+    cancel signal (its tool sees ``ctx.cancelled`` within a second) and the
+    answer is ``"cancelling"``; the runner records what really happens. A job
+    that is already final keeps its status, which is what is returned — never
+    "cancelled" for a job that completed.
+    """
+    while True:
+        status = Job.objects.filter(id=job_id).values_list("status", flat=True).first()
+        if status is None:
+            raise Job.DoesNotExist(job_id)
+        if status in Job.TERMINAL:
+            return str(status)
+        if status == S.QUEUED:
+            try:
+                job_cancel(job_id=job_id, message="Cancelled before it started.")
+            except JobTransitionError:
+                continue  # it started (or ended) meanwhile: look again
+            _rq_forget(job_id)
+            return str(S.CANCELLED)
+        Job.objects.filter(id=job_id, status=S.RUNNING, cancel_requested_at__isnull=True).update(
+            cancel_requested_at=timezone.now()
+        )
+        django_rq.get_connection("tools").set(cancel_key(job_id), "1", ex=CANCEL_KEY_TTL_S)
+        status = Job.objects.filter(id=job_id).values_list("status", flat=True).first()
+        return "cancelling" if status == S.RUNNING else str(status)
+
+
+def job_enqueue(*, job_id: str) -> bool:
+    """Hand a queued job to the tool workers once (on commit); False if already handed over."""
+    handed = Job.objects.filter(id=job_id, status=S.QUEUED, enqueued_at__isnull=True).update(
+        enqueued_at=timezone.now()
+    )
+    if handed != 1:
+        return False
+    timeout_s = Job.objects.filter(id=job_id).values_list("timeout_s", flat=True).get()
+    transaction.on_commit(lambda: _rq_enqueue(job_id, timeout_s))
+    return True
+
+
+def _rq_enqueue(job_id: str, timeout_s: float) -> None:
+    queue = django_rq.get_queue("tools")
+    # RQ's own timeout is only the last resort, after the runner's deadline and grace.
+    hard_timeout = int(timeout_s + 2 * settings.AGENTSITE_JOB_STOP_GRACE_S + 60)
+    queue.enqueue(
+        "jobs.runner.run_job",
+        job_id,
+        job_id=job_id,
+        job_timeout=hard_timeout,
+        result_ttl=300,
+        failure_ttl=24 * 3600,
+    )
+
+
+def _rq_forget(job_id: str) -> None:
+    from rq.job import Job as RqJob
+
+    try:
+        django_rq.get_queue("tools").remove(job_id)
+        RqJob.fetch(job_id, connection=django_rq.get_connection("tools")).cancel()
+    except Exception:
+        log.debug("RQ job %s not removed", job_id, exc_info=True)
+
+
+def dependents_release(*, job_id: str) -> None:
+    """After ``job_id`` ended: fail dependents if it did not succeed, start the ready ones."""
+    job = Job.objects.filter(id=job_id).first()
+    if job is None:
+        return
+    waiting = job.dependents.filter(status=S.QUEUED, enqueued_at__isnull=True)
+    for dependent in waiting.values_list("id", flat=True):
+        if job.status != S.DONE:
+            try:
+                job_fail(
+                    job_id=dependent,
+                    code="dependency_failed",
+                    message=f"dependency {job_id} ended {job.status}",
+                )
+            except JobTransitionError:
+                pass
+        else:
+            job_enqueue_if_ready(job_id=dependent)
+
+
+def job_enqueue_if_ready(*, job_id: str) -> str:
+    """Enqueue a queued job whose dependencies are all done; fail it if one did not succeed.
+
+    Returns ``"enqueued"``, ``"waiting"``, ``"failed"`` or ``"ignored"``.
+    """
+    with transaction.atomic():
+        job = Job.objects.filter(id=job_id, status=S.QUEUED, enqueued_at__isnull=True).first()
+        if job is None:
+            return "ignored"
+        deps = list(job.depends_on.values_list("id", "status"))
+        broken = [(dep_id, st) for dep_id, st in deps if st in Job.TERMINAL and st != S.DONE]
+        if broken:
+            dep_id, st = broken[0]
+            try:
+                job_fail(
+                    job_id=job_id,
+                    code="dependency_failed",
+                    message=f"dependency {dep_id} ended {st}",
+                )
+            except JobTransitionError:
+                return "ignored"
+            return "failed"
+        if any(st != S.DONE for _, st in deps):
+            return "waiting"
+        return "enqueued" if job_enqueue(job_id=job_id) else "ignored"
+
+
+# --- publishing --------------------------------------------------------------------
+
+
+def job_event_payload(job: Job, event: str) -> dict[str, Any]:
+    from jobs.services import job_error, job_summary
+
+    return {
+        "event": event,
+        "job_id": job.id,
+        "tool": job.tool,
+        "status": job.status,
+        "progress": {"fraction": job.progress_fraction, "message": job.progress_message},
+        "summary": job_summary(job),
+        "error": job_error(job),
+        "partial_count": job.chunks.count(),
+    }
+
+
+def job_publish(job: Job, event: str) -> None:
+    """Publish one transition: event rows now, live message and webhook after commit."""
+    payload = job_event_payload(job, event)
+    JobEvent.objects.create(job=job, event=event, payload=payload)
+    if job.session_id:
+        try:
+            with transaction.atomic():
+                _session_publish(job.session_id, event, payload)
+        except Exception:
+            # The job's own state must be recorded even if its session cannot take the event.
+            log.exception("could not add %s of %s to session %s", event, job.id, job.session_id)
+    from jobs.services import job_status_doc
+
+    message = {"type": "job.update", "job": job_status_doc(job), "event": event}
+    groups = [job_group(job.id), owner_jobs_group(job.owner_id)]
+    transaction.on_commit(lambda: _group_send(groups, message))
+    if job.is_terminal and job.callback_url:
+        from jobs.webhooks import webhook_delivery_create
+
+        webhook_delivery_create(job=job, event=event)
+
+
+def _session_publish(session_id: str, event: str, payload: dict[str, Any]) -> None:
+    if event in TERMINAL_EVENTS.values():
+        # A final state is news for the agent: pending, so it wakes the loop.
+        try:
+            from sessions.inbox import inbox_append
+        except ImportError:  # the sessions app without its loop
+            from sessions.events import event_append
+
+            event_append(session_id=session_id, kind="job_event", payload=payload, pending=True)
+            return
+        inbox_append(session_id=session_id, kind="job_event", payload=payload)
+        return
+    from sessions.events import event_append
+
+    event_append(session_id=session_id, kind="job_event", payload=payload, pending=False)
+
+
+def _group_send(groups: list[str], message: dict[str, Any]) -> None:
+    """Notify live listeners; the database already holds the truth, so failures only log."""
+    layer = get_channel_layer()
+    if layer is None:
+        return
+
+    async def send_all() -> None:
+        for group in groups:
+            await layer.group_send(group, message)
+
+    try:
+        async_to_sync(send_all)()
+    except Exception:
+        log.warning("could not publish %s to %s", message.get("type"), groups, exc_info=True)
+
+
+def chunk_count(job_id: str) -> int:
+    return JobChunk.objects.filter(job_id=job_id).count()
+
+
+def cancel_requested(job_id: str) -> bool:
+    return bool(django_rq.get_connection("tools").exists(cancel_key(job_id)))

@@ -1,0 +1,323 @@
+"""The one RQ entry point that runs any async tool, and the ToolContext it gets.
+
+RQ forks a work horse per job. The horse runs the tool in its main thread and a
+heartbeat thread beside it, which
+
+- writes ``Job.heartbeat_at`` (the scheduler fails jobs whose heartbeat goes
+  stale: the worker was lost),
+- polls the Redis cancel key and the deadline, so ``ctx.cancelled`` turns true
+  within a second,
+- flushes throttled progress, and
+- when the tool has not stopped a grace period after being told to, records
+  the final state (``cancelled`` / ``timed_out``) and has RQ stop the horse
+  (its stop-job command), so a tool that swallows every exception still ends.
+
+The final state is whatever happened first: a tool that returns before it is
+forced out ends ``done`` even if a cancel arrived meanwhile; the lifecycle's
+compare-and-set makes the loser of that race a no-op.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import threading
+import time
+from datetime import datetime, timedelta
+from typing import Any
+
+import django_rq
+from django.conf import settings
+from django.db import connections
+from django.utils import timezone
+
+from jobs import lifecycle
+from jobs.groups import cancel_key
+from jobs.lifecycle import JobTransitionError
+from jobs.models import Job
+from jobs.registry import ToolCancelled, get_tool
+
+log = logging.getLogger(__name__)
+
+PROGRESS_INTERVAL_S = 0.5
+CANCEL_POLL_S = 0.2
+
+# Connections inherited from the worker process across fork(). They are kept
+# referenced and never closed: closing (or garbage-collecting) one would end
+# the parent's database session. The horse leaves through os._exit, so no
+# finaliser ever runs on them.
+_INHERITED_CONNECTIONS: list[Any] = []
+
+
+def connections_detach_inherited() -> None:
+    """Make this process open its own database connections instead of sharing the parent's."""
+    for conn in connections.all(initialized_only=True):
+        if conn.connection is not None:
+            _INHERITED_CONNECTIONS.append(conn.connection)
+            conn.connection = None
+
+
+def run_job(job_id: str) -> None:
+    """RQ entry point on queue ``tools`` (the RQ job id is ``job_id``)."""
+    connections_detach_inherited()
+    try:
+        JobExecution(job_id).run()
+    finally:
+        connections.close_all()
+
+
+class StopReason:
+    CANCEL = "cancel"
+    DEADLINE = "deadline"
+
+
+class RunnerToolContext:
+    """The ToolContext of a job running in a work horse."""
+
+    def __init__(self, job: Job) -> None:
+        self.job_id: str | None = job.id
+        self.owner_id: int | None = job.owner_id
+        self.session_id: str | None = job.session_id
+        self.deadline: datetime | None = job.deadline
+        self.logger = logging.getLogger(f"jobs.tools.{job.tool}")
+        self.stop_reason: str | None = None
+        self._stop = threading.Event()
+        self._lock = threading.Lock()
+        self._next_index = lifecycle.chunk_count(job.id)
+        self._last_progress_at = 0.0
+        self._pending_progress: tuple[float | None, str] | None = None
+
+    # --- what tools call ---------------------------------------------------------
+
+    def progress(self, fraction: float | None, message: str = "") -> None:
+        with self._lock:
+            self._pending_progress = (fraction, message)
+            due = time.monotonic() - self._last_progress_at >= PROGRESS_INTERVAL_S
+        if due:
+            self.progress_flush()
+
+    def partial(self, item: Any) -> int:
+        json.dumps(item)  # refuse what the database could not store, in the tool's own frame
+        with self._lock:
+            index = self._next_index
+            lifecycle.job_partial(job_id=self._job_id, index=index, item=item)
+            self._next_index += 1
+        return index
+
+    @property
+    def cancelled(self) -> bool:
+        return self._stop.is_set()
+
+    def check_cancelled(self) -> None:
+        if self._stop.is_set():
+            raise ToolCancelled(self.stop_reason or StopReason.CANCEL)
+
+    # --- what the runner calls ---------------------------------------------------
+
+    @property
+    def _job_id(self) -> str:
+        assert self.job_id is not None
+        return self.job_id
+
+    def progress_flush(self) -> None:
+        with self._lock:
+            pending = self._pending_progress
+            self._pending_progress = None
+            if pending is None:
+                return
+            self._last_progress_at = time.monotonic()
+        try:
+            lifecycle.job_progress(job_id=self._job_id, fraction=pending[0], message=pending[1])
+        except JobTransitionError:
+            pass  # the job already ended; late progress is dropped
+
+    def signal_stop(self, reason: str) -> bool:
+        """Tell the tool to stop; True the first time."""
+        with self._lock:
+            if self._stop.is_set():
+                return False
+            self.stop_reason = reason
+            self._stop.set()
+            return True
+
+
+class Heartbeat(threading.Thread):
+    """Beside the tool: heartbeat, cancel and deadline watch, forced stop."""
+
+    def __init__(self, ctx: RunnerToolContext) -> None:
+        super().__init__(name=f"heartbeat-{ctx.job_id}", daemon=True)
+        self.ctx = ctx
+        self.finished = threading.Event()
+        self.stop_signalled_at: float | None = None
+        self.forced = False
+        self.redis = django_rq.get_connection("tools")
+
+    def run(self) -> None:
+        last_beat = time.monotonic()
+        try:
+            while not self.finished.wait(CANCEL_POLL_S):
+                self.watch()
+                if time.monotonic() - last_beat >= settings.AGENTSITE_JOB_HEARTBEAT_S:
+                    last_beat = time.monotonic()
+                    self.ctx.progress_flush()
+                    if not lifecycle.job_heartbeat(job_id=self.ctx._job_id):
+                        self.ctx.signal_stop(StopReason.CANCEL)  # ended elsewhere (swept)
+        except Exception:
+            log.exception("heartbeat of %s failed", self.ctx.job_id)
+        finally:
+            connections.close_all()
+
+    def watch(self) -> None:
+        ctx = self.ctx
+        if not ctx.cancelled:
+            if self.redis.exists(cancel_key(ctx._job_id)):
+                ctx.signal_stop(StopReason.CANCEL)
+            elif ctx.deadline is not None and timezone.now() >= ctx.deadline:
+                ctx.signal_stop(StopReason.DEADLINE)
+            if ctx.cancelled:
+                self.stop_signalled_at = time.monotonic()
+                ctx.logger.info("job %s told to stop (%s)", ctx.job_id, ctx.stop_reason)
+            return
+        if self.stop_signalled_at is None or self.forced:
+            return
+        if time.monotonic() - self.stop_signalled_at >= settings.AGENTSITE_JOB_STOP_GRACE_S:
+            self.forced = True
+            self.force_stop()
+
+    def force_stop(self) -> None:
+        """The tool ignored the signal: record the final state, then have RQ kill this horse."""
+        ctx = self.ctx
+        grace = settings.AGENTSITE_JOB_STOP_GRACE_S
+        try:
+            if ctx.stop_reason == StopReason.DEADLINE:
+                lifecycle.job_time_out(
+                    job_id=ctx._job_id,
+                    message=f"Still running {grace:g}s after its deadline; stopped.",
+                )
+            else:
+                lifecycle.job_cancel(
+                    job_id=ctx._job_id,
+                    message=f"Did not stop within {grace:g}s of the cancel request; stopped.",
+                )
+        except JobTransitionError:
+            return  # it finished first; that is the truth
+        connections.close_all()
+        stop_horse(ctx._job_id)
+
+
+def stop_horse(job_id: str) -> None:
+    """RQ's stop-job command; this process exits by itself if no worker acts on it."""
+    from rq.command import send_stop_job_command
+
+    try:
+        send_stop_job_command(django_rq.get_connection("tools"), job_id)
+    except Exception:
+        log.warning("stop-job command for %s failed", job_id, exc_info=True)
+    if os.environ.get("RQ_JOB_ID") == job_id:
+        time.sleep(5)
+        os._exit(1)
+
+
+class JobExecution:
+    def __init__(self, job_id: str) -> None:
+        self.job_id = job_id
+
+    def run(self) -> None:
+        try:
+            job = lifecycle.job_start(job_id=self.job_id, worker_name=worker_name())
+        except JobTransitionError as exc:
+            log.info("job %s not started: %s", self.job_id, exc)
+            return
+        except Job.DoesNotExist:
+            return
+        tool = get_tool(job.tool)
+        if tool is None:
+            self.end(lifecycle.job_fail, code="unknown_tool", message=f"No tool {job.tool!r}.")
+            return
+        try:
+            args = tool.validate(job.args)
+        except Exception as exc:
+            self.end(lifecycle.job_fail, code="invalid_arguments", message=str(exc))
+            return
+        ctx = RunnerToolContext(job)
+        heartbeat = Heartbeat(ctx)
+        heartbeat.start()
+        try:
+            self.execute(tool.run, args, ctx)
+        finally:
+            heartbeat.finished.set()
+            heartbeat.join(timeout=5)
+
+    def execute(self, run: Any, args: Any, ctx: RunnerToolContext) -> None:
+        try:
+            result = run(args, ctx)
+        except ToolCancelled:
+            self.end_stopped(ctx)
+            return
+        except BaseException as exc:
+            if ctx.cancelled:
+                self.end_stopped(ctx)  # the failure is how the tool reacted to the stop
+                return
+            ctx.logger.exception("tool of job %s raised", self.job_id)
+            self.end(lifecycle.job_fail, code="tool_error", message=f"{type(exc).__name__}: {exc}")
+            return
+        ctx.progress_flush()
+        if ctx.stop_reason == StopReason.DEADLINE:
+            self.end(lifecycle.job_time_out)
+            return
+        try:
+            json.dumps(result)
+        except (TypeError, ValueError) as exc:
+            self.end(lifecycle.job_fail, code="bad_result", message=f"Result is not JSON: {exc}")
+            return
+        self.end(lifecycle.job_succeed, result=result)
+
+    def end_stopped(self, ctx: RunnerToolContext) -> None:
+        if ctx.stop_reason == StopReason.DEADLINE:
+            self.end(lifecycle.job_time_out)
+        else:
+            self.end(lifecycle.job_cancel, message="Stopped on request.")
+
+    def end(self, transition: Any, **kwargs: Any) -> None:
+        try:
+            transition(job_id=self.job_id, **kwargs)
+        except JobTransitionError as exc:
+            log.info("job %s already ended: %s", self.job_id, exc)
+        finally:
+            django_rq.get_connection("tools").delete(cancel_key(self.job_id))
+
+
+def worker_name() -> str:
+    return f"{os.environ.get('RQ_WORKER_ID', 'local')}/{os.getpid()}"
+
+
+class InlineToolContext:
+    """The ToolContext of a blocking tool run inline: nothing to publish, never cancelled."""
+
+    def __init__(
+        self, *, owner_id: int | None, session_id: str | None, timeout_s: float | None
+    ) -> None:
+        self.job_id: str | None = None
+        self.owner_id = owner_id
+        self.session_id = session_id
+        self.deadline: datetime | None = (
+            timezone.now() + timedelta(seconds=timeout_s) if timeout_s else None
+        )
+        self.logger = logging.getLogger("jobs.tools")
+        self.items: list[Any] = []
+
+    def progress(self, fraction: float | None, message: str = "") -> None:
+        return None
+
+    def partial(self, item: Any) -> int:
+        self.items.append(item)
+        return len(self.items) - 1
+
+    @property
+    def cancelled(self) -> bool:
+        return self.deadline is not None and timezone.now() >= self.deadline
+
+    def check_cancelled(self) -> None:
+        if self.cancelled:
+            raise ToolCancelled("deadline")
