@@ -1,3 +1,3 @@
 """Built-in tools. Importing this package registers them."""
 
-from jobs.tools import run_tests  # noqa: F401
+from jobs.tools import clock, crawl_site, files, http_get, run_tests, write_report  # noqa: F401
