@@ -8,7 +8,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.core.exceptions import RequestDataTooBig
 from django.http import Http404, HttpRequest, HttpResponse
 from django.utils import timezone
 from ninja import NinjaAPI
@@ -105,6 +107,16 @@ def on_not_found(request: HttpRequest, exc: Http404) -> HttpResponse:
     )
 
 
+@api.exception_handler(RequestDataTooBig)
+def on_body_too_large(request: HttpRequest, exc: RequestDataTooBig) -> HttpResponse:
+    body = error_body(
+        "too_large",
+        "The request body is larger than AGENTSITE_MAX_BODY_BYTES allows.",
+        {"max_bytes": settings.DATA_UPLOAD_MAX_MEMORY_SIZE},
+    )
+    return api.create_response(request, body, status=413)
+
+
 @api.exception_handler(HttpError)
 def on_http_error(request: HttpRequest, exc: HttpError) -> HttpResponse:
     codes = {
@@ -127,9 +139,11 @@ def me(request: HttpRequest) -> dict[str, Any]:
 def _mount_routers() -> None:
     from jobs.api import router as jobs_router
     from sessions.api import router as sessions_router
+    from sessions.streams import router as streams_router
 
     api.add_router("/", jobs_router)
     api.add_router("/", sessions_router)
+    api.add_router("/", streams_router)
 
 
 _mount_routers()

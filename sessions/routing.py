@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
-from django.urls import URLPattern
+from django.urls import URLPattern, path
 
-websocket_urlpatterns: list[URLPattern] = []
+from sessions.consumers import SessionConsumer
+
+websocket_urlpatterns: list[URLPattern] = [
+    path("ws/sessions/<str:session_id>/", SessionConsumer.as_asgi()),
+]

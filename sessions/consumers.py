@@ -1,0 +1,218 @@
+"""The session websocket: authenticate, join the group, replay after the token, forward.
+
+Close codes sent before any data: 4401 no valid credentials, 4404 not your
+session (or a token for another one), 4400 a malformed token. 4429 means the
+client fell behind the live stream; it reconnects with its last token.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from typing import Any
+from urllib.parse import parse_qs
+
+from channels.db import database_sync_to_async
+from channels.generic.websocket import AsyncWebsocketConsumer
+from django.contrib.auth.models import AbstractBaseUser
+
+from agentsite.api import user_for_token
+from sessions import streams
+from sessions.models import AgentSession, Run
+from sessions.tokens import BadToken, ForeignToken, session_token_seq
+
+log = logging.getLogger(__name__)
+
+CLOSE_BAD_TOKEN = 4400
+CLOSE_UNAUTHENTICATED = 4401
+CLOSE_NOT_FOUND = 4404
+CLOSE_TOO_SLOW = 4429
+SUBPROTOCOL = "agentsite"
+TOKEN_SUBPROTOCOL_PREFIX = "agentsite.bearer."
+# A follower with no traffic for this long re-reads the log (see streams.follow).
+IDLE_CHECK_S = 30.0
+MAX_FRAME_CHARS = 64 * 1024
+MAX_MESSAGE_CHARS = 32_000
+CLIENT_FRAME_TYPES = frozenset({"message", "stop_job", "interrupt", "ping"})
+
+
+def offered_api_token(scope: dict[str, Any]) -> str:
+    """An API token from ``Sec-WebSocket-Protocol: agentsite.bearer.<token>`` or ``?token=``."""
+    for protocol in scope.get("subprotocols", []):
+        if protocol.startswith(TOKEN_SUBPROTOCOL_PREFIX):
+            return protocol.removeprefix(TOKEN_SUBPROTOCOL_PREFIX)
+    query = parse_qs(scope.get("query_string", b"").decode("latin1"))
+    return query.get("token", [""])[0]
+
+
+@database_sync_to_async
+def token_user(raw: str) -> AbstractBaseUser | None:
+    return user_for_token(raw)
+
+
+@database_sync_to_async
+def session_mark_seen(session_id: str, seq: int) -> None:
+    AgentSession.objects.filter(pk=session_id, seen_seq__lt=seq).update(seen_seq=seq)
+
+
+class ClientFrameError(Exception):
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+def client_frame_parse(text_data: str | None, bytes_data: bytes | None) -> dict[str, Any]:
+    """A validated client frame, or ClientFrameError saying what is wrong with it."""
+    if text_data is None:
+        raise ClientFrameError("bad_frame", "Send JSON text frames, not binary ones.")
+    if len(text_data) > MAX_FRAME_CHARS:
+        raise ClientFrameError("too_large", f"Frames are limited to {MAX_FRAME_CHARS} characters.")
+    try:
+        frame = json.loads(text_data)
+    except (ValueError, RecursionError) as exc:
+        raise ClientFrameError("bad_frame", "The frame is not valid JSON.") from exc
+    if not isinstance(frame, dict) or frame.get("type") not in CLIENT_FRAME_TYPES:
+        raise ClientFrameError(
+            "bad_frame", "Expected an object whose type is message, stop_job, interrupt or ping."
+        )
+    text = frame.get("text")
+    if frame["type"] == "message" and (not isinstance(text, str) or not text.strip()):
+        raise ClientFrameError("bad_frame", "A message needs a non-empty 'text' string.")
+    if frame["type"] == "message" and len(text) > MAX_MESSAGE_CHARS:
+        raise ClientFrameError("too_large", f"Messages are limited to {MAX_MESSAGE_CHARS} chars.")
+    if frame["type"] == "stop_job" and not isinstance(frame.get("job_id"), str):
+        raise ClientFrameError("bad_frame", "stop_job needs a 'job_id' string.")
+    return frame
+
+
+@database_sync_to_async
+def message_send(session: AgentSession, text: str) -> dict[str, Any]:
+    from sessions.services import message_post
+
+    event, run = message_post(session=session, text=text)
+    return {"type": "message", "seq": event.seq, "run_id": run.id}
+
+
+@database_sync_to_async
+def job_stop(user: AbstractBaseUser, job_id: str) -> dict[str, Any]:
+    from jobs.lifecycle import job_request_cancel
+    from jobs.models import Job
+
+    if not Job.objects.filter(pk=job_id, owner_id=user.pk).exists():
+        raise ClientFrameError("not_found", f"No job {job_id!r}.")
+    return {"type": "stop_job", "job_id": job_id, "state": job_request_cancel(job_id=job_id)}
+
+
+@database_sync_to_async
+def run_interrupt(session: AgentSession) -> dict[str, Any]:
+    from sessions.runs import run_request_cancel
+
+    active = Run.objects.filter(session=session, status__in=[Run.Status.RUNNING, Run.Status.QUEUED])
+    # The turn being generated first; else the one about to start.
+    run = active.order_by("-status", "created_at").first()
+    if run is None:
+        raise ClientFrameError("no_active_run", "Nothing is running in this session.")
+    return {"type": "interrupt", "run_id": run.id, "state": run_request_cancel(run_id=run.id)}
+
+
+async def client_frame_act(
+    frame: dict[str, Any], *, user: AbstractBaseUser, session: AgentSession
+) -> dict[str, Any]:
+    """Carry out a client frame through the services; their refusals become error frames."""
+    try:
+        if frame["type"] == "message":
+            return await message_send(session, frame["text"])
+        if frame["type"] == "stop_job":
+            return await job_stop(user, frame["job_id"])
+        if frame["type"] == "interrupt":
+            return await run_interrupt(session)
+        return {"type": "pong"}
+    except ClientFrameError:
+        raise
+    except Exception as exc:
+        code, message = getattr(exc, "code", None), getattr(exc, "message", None)
+        if isinstance(code, str) and isinstance(message, str):
+            raise ClientFrameError(code, message) from exc
+        log.exception("client frame %s failed", frame["type"])
+        raise ClientFrameError("internal_error", "The server could not do that.") from exc
+
+
+class SessionConsumer(AsyncWebsocketConsumer):
+    live_queue_max = streams.LIVE_QUEUE_MAX
+
+    async def connect(self) -> None:
+        protocols = self.scope.get("subprotocols", [])
+        await self.accept(SUBPROTOCOL if SUBPROTOCOL in protocols else None)
+        raw_token = offered_api_token(self.scope)
+        self.user = await token_user(raw_token) if raw_token else self.scope.get("user")
+        self.by_cookie = not raw_token
+        if self.user is None or not self.user.is_authenticated:
+            return await self.close(CLOSE_UNAUTHENTICATED)
+        session_id = self.scope["url_route"]["kwargs"]["session_id"]
+        self.session = await streams.owned_session(self.user, session_id)
+        if self.session is None:
+            return await self.close(CLOSE_NOT_FOUND)
+        query = parse_qs(self.scope.get("query_string", b"").decode("latin1"))
+        try:
+            after = session_token_seq(
+                query.get("after", [""])[0], session_id=session_id, owner_id=self.user.pk
+            )
+        except BadToken:
+            return await self.close(CLOSE_BAD_TOKEN)
+        except ForeignToken:
+            return await self.close(CLOSE_NOT_FOUND)
+        self.tail = streams.LogTail(session_id=session_id, owner_id=self.user.pk, after=after)
+        self.live: asyncio.Queue[dict[str, Any]] = asyncio.Queue(maxsize=self.live_queue_max)
+        nonce = streams.new_nonce()
+        await self.channel_layer.group_add(self.session.group_name, self.channel_name)
+        self.forwarder = asyncio.create_task(self.forward(nonce))
+        await self.channel_layer.group_send(self.session.group_name, streams.sync_message(nonce))
+
+    async def forward(self, nonce: str) -> None:
+        try:
+            async for frame in streams.follow(self.tail, self.live, nonce, IDLE_CHECK_S):
+                if frame is not None:
+                    await self.send(text_data=json.dumps(frame, separators=(",", ":")))
+        except Exception:
+            log.exception("stream of %s failed", self.tail.session_id)
+            await self.close(1011)
+
+    async def session_event(self, message: dict[str, Any]) -> None:
+        await self.enqueue(message)
+
+    async def stream_sync(self, message: dict[str, Any]) -> None:
+        await self.enqueue(message)
+
+    async def enqueue(self, message: dict[str, Any]) -> None:
+        if not hasattr(self, "live") or self.forwarder.done():
+            return
+        try:
+            self.live.put_nowait(message)
+        except asyncio.QueueFull:
+            # Falling behind: cut the client off rather than buffer without bound.
+            self.forwarder.cancel()
+            await self.close(CLOSE_TOO_SLOW)
+
+    async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
+        if not hasattr(self, "live"):
+            return
+        try:
+            frame = client_frame_parse(text_data, bytes_data)
+            if frame["type"] == "ping":
+                self.live.put_nowait({"type": streams.CHECK_TYPE})
+            reply = await client_frame_act(frame, user=self.user, session=self.session)
+        except ClientFrameError as exc:
+            reply = {"type": "error", "code": exc.code, "message": exc.message}
+        except asyncio.QueueFull:
+            reply = {"type": "pong"}
+        await self.send(text_data=json.dumps(reply))
+
+    async def disconnect(self, code: int) -> None:
+        if not hasattr(self, "live"):
+            return
+        self.forwarder.cancel()
+        await self.channel_layer.group_discard(self.session.group_name, self.channel_name)
+        if self.by_cookie:
+            await session_mark_seen(self.session.id, self.tail.cursor)

@@ -1,0 +1,103 @@
+"""Clients and data the stream tests share: websocket communicators on the real ASGI app."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+from asgiref.sync import sync_to_async
+from channels.testing import WebsocketCommunicator
+from django.conf import settings
+from django.test import Client
+
+from agentsite.asgi import application
+from agentsite.models import ApiToken
+from sessions.events import event_append
+from sessions.models import AgentSession, Event
+from sessions.tokens import session_token
+
+ORIGIN = (b"origin", b"http://127.0.0.1:8000")
+
+
+@sync_to_async
+def cookie_for(user: Any) -> tuple[bytes, bytes]:
+    """The Cookie header of a browser logged in as ``user``."""
+    client = Client()
+    client.force_login(user)
+    return (
+        b"cookie",
+        f"{settings.SESSION_COOKIE_NAME}={client.cookies[settings.SESSION_COOKIE_NAME].value}".encode(),
+    )
+
+
+@sync_to_async
+def api_token_for(user: Any) -> str:
+    return ApiToken.issue(user=user, name="ws")[1]
+
+
+def token_at(session: AgentSession, seq: int) -> str:
+    return session_token(session_id=session.id, owner_id=session.owner_id, seq=seq)
+
+
+def communicator(
+    session_id: str,
+    *,
+    headers: list[tuple[bytes, bytes]] | None = None,
+    after: str = "",
+    query: str = "",
+    subprotocols: list[str] | None = None,
+    app: Any = application,
+) -> WebsocketCommunicator:
+    path = f"/ws/sessions/{session_id}/?after={after}{query}"
+    return WebsocketCommunicator(
+        app, path, headers=[ORIGIN, *(headers or [])], subprotocols=subprotocols
+    )
+
+
+async def connect(comm: WebsocketCommunicator) -> None:
+    connected, _ = await comm.connect(timeout=10)
+    assert connected
+
+
+async def frames(
+    comm: WebsocketCommunicator, count: int, timeout: float = 15
+) -> list[dict[str, Any]]:
+    """The next ``count`` frames the server sends."""
+    return [json.loads(await comm.receive_from(timeout)) for _ in range(count)]
+
+
+async def frames_until(
+    comm: WebsocketCommunicator, last_seq: int, timeout: float = 30
+) -> list[dict[str, Any]]:
+    """Event frames up to and including ``last_seq``, in the order received."""
+    received: list[dict[str, Any]] = []
+    async with asyncio.timeout(timeout):
+        while not received or received[-1]["seq"] < last_seq:
+            frame = json.loads(await comm.receive_from(timeout))
+            if "seq" in frame:
+                received.append(frame)
+    return received
+
+
+async def close_code(comm: WebsocketCommunicator) -> int | None:
+    """The code of the close the server sends next (after accepting), with no data before it."""
+    message = await comm.receive_output(10)
+    assert message["type"] == "websocket.close", message
+    return message.get("code")
+
+
+append = sync_to_async(event_append)
+
+
+@sync_to_async
+def make_session(owner: Any, events: int = 0) -> AgentSession:
+    session = AgentSession.objects.create(owner=owner, title="stream test")
+    for i in range(events):
+        event_append(session_id=session.id, kind="assistant_delta", payload={"text": f"<{i + 1}>"})
+    return session
+
+
+@sync_to_async
+def logged_seqs(session: AgentSession) -> list[int]:
+    return list(Event.objects.filter(session=session).order_by("seq").values_list("seq", flat=True))
