@@ -1,0 +1,115 @@
+"""The ASGI app at ``/mcp``: Bearer-token auth in front of the SDK's Streamable HTTP manager.
+
+Daphne sends no ASGI lifespan events, so the session manager (which owns the
+task group every MCP session runs in) is started by the first request and runs
+for the life of the process.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+from asgiref.typing import ASGIReceiveCallable, ASGISendCallable, HTTPScope
+from channels.db import database_sync_to_async
+from django.contrib.auth.models import AbstractBaseUser
+from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
+from mcp.server.auth.provider import AccessToken
+from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+
+from agentsite.api import user_for_token
+from jobs.mcp.server import build_server
+
+MCP_PATHS = frozenset({"/mcp", "/mcp/"})
+Scope = dict[str, Any]
+
+
+def bearer_token(scope: Scope) -> str | None:
+    for name, value in scope.get("headers", []):
+        if name.lower() == b"authorization":
+            scheme, _, token = value.decode("latin-1").partition(" ")
+            if scheme.lower() == "bearer" and token.strip():
+                return token.strip()
+    return None
+
+
+async def authenticate(scope: Scope) -> AbstractBaseUser | None:
+    token = bearer_token(scope)
+    if token is None:
+        return None
+    return await database_sync_to_async(user_for_token)(token)  # type: ignore[no-any-return]
+
+
+async def send_unauthorized(send: Any) -> None:
+    """401 with the challenge MCP clients look for (RFC 6750)."""
+    description = "Send a valid API token as 'Authorization: Bearer <token>'."
+    body = json.dumps({"error": "invalid_token", "error_description": description}).encode()
+    challenge = f'Bearer error="invalid_token", error_description="{description}"'
+    await send(
+        {
+            "type": "http.response.start",
+            "status": 401,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"www-authenticate", challenge.encode()),
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": body})
+
+
+class McpEndpoint:
+    """Authenticates each HTTP request, then hands it to the SDK's session manager."""
+
+    def __init__(self) -> None:
+        self.server = build_server()
+        # No Host/Origin allow-list: a browser page cannot attach the Bearer token
+        # these requests need, which is what DNS-rebinding protection guards against.
+        self.manager = StreamableHTTPSessionManager(app=self.server, session_idle_timeout=30 * 60)
+        self._running: asyncio.Future[None] | None = None
+        self._runner: asyncio.Task[None] | None = None
+
+    async def __call__(self, scope: Scope, receive: Any, send: Any) -> None:
+        user = await authenticate(scope)
+        if user is None:
+            await send_unauthorized(send)
+            return
+        await self._ensure_running()
+        # The SDK binds a session to the principal that opened it; the handlers read
+        # the Django user from the scope of the request carrying each message.
+        principal = AccessToken(token="", client_id=f"agentsite-user-{user.pk}", scopes=[])
+        scope = {**scope, "user": AuthenticatedUser(principal), "agentsite.user": user}
+        await self.manager.handle_request(scope, receive, send)
+
+    async def _ensure_running(self) -> None:
+        if self._running is None:
+            self._running = asyncio.get_running_loop().create_future()
+            self._runner = asyncio.create_task(self._run_manager(self._running))
+        await asyncio.shield(self._running)
+
+    async def _run_manager(self, running: asyncio.Future[None]) -> None:
+        try:
+            async with self.manager.run():
+                running.set_result(None)
+                await asyncio.Event().wait()
+        except BaseException as exc:
+            if not running.done():
+                running.set_exception(exc)
+            raise
+
+
+def mcp_or(django_app: Any) -> Any:
+    """Route HTTP requests for ``/mcp`` to the MCP endpoint and everything else to ``django_app``."""
+    endpoint: McpEndpoint | None = None
+
+    async def app(scope: HTTPScope, receive: ASGIReceiveCallable, send: ASGISendCallable) -> None:
+        nonlocal endpoint
+        if scope["type"] == "http" and scope["path"] in MCP_PATHS:
+            if endpoint is None:
+                endpoint = McpEndpoint()
+            await endpoint(dict(scope), receive, send)
+            return
+        await django_app(scope, receive, send)
+
+    return app
