@@ -1,0 +1,211 @@
+"""What the model is shown: the session's history and the run's batch, within budget.
+
+History is rebuilt from the log, run by run: the batch a run consumed (as the
+user's turn), then what it produced (text, tool calls, tool results). Job
+events are short text blocks — never the job's payload — and a job the model
+has already reacted to (its event was in a batch of a completed run) shrinks to
+one line. When the whole exceeds ``AGENTSITE_CONTEXT_BUDGET_TOKENS``, the
+oldest runs are left out first.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.conf import settings
+from django.db.models import Q
+
+from sessions.llm.base import approx_tokens
+from sessions.models import AgentSession, Event, Run
+from sessions.toolbox import tool_definitions
+
+DEFAULT_SYSTEM = (
+    "You are the assistant of agentsite. Slow tools run as background jobs: a start_* tool "
+    "returns a job_id at once, and the outcome arrives later as an [event] block in the "
+    "conversation. Never wait for a job; keep helping the user meanwhile, and when job "
+    "events arrive, report them briefly. Use get_job_result for details."
+)
+HISTORY_KINDS = (
+    Event.Kind.USER_MESSAGE,
+    Event.Kind.JOB_EVENT,
+    Event.Kind.ASSISTANT_MESSAGE,
+    Event.Kind.TOOL_CALL,
+    Event.Kind.TOOL_RESULT,
+)
+RESULT_CHARS_NOW = 8000
+RESULT_CHARS_PAST = 800
+
+
+@dataclass
+class Conversation:
+    system: str
+    tools: list[dict[str, Any]]
+    messages: list[dict[str, Any]] = field(default_factory=list)
+    omitted_runs: int = 0
+
+    def result_text(self, output: Any, limit: int = RESULT_CHARS_NOW) -> str:
+        return clip(output, limit)
+
+    def tokens(self) -> int:
+        return approx_tokens(self.system) + approx_tokens(self.tools) + approx_tokens(self.messages)
+
+
+def clip(output: Any, limit: int) -> str:
+    text = output if isinstance(output, str) else json.dumps(output, default=str)
+    if len(text) <= limit:
+        return text
+    return text[:limit] + f"… [{len(text) - limit} more characters; ask for less or page]"
+
+
+def job_event_text(payload: dict[str, Any], *, compact: bool) -> str:
+    """The short block a job event becomes (``compact``: the one-line form)."""
+    head = (
+        f"[event] {payload.get('event', 'job_event')} job_id={payload.get('job_id')} "
+        f"tool={payload.get('tool')} status={payload.get('status')}"
+    )
+    summary = str(payload.get("summary") or "").strip().replace("\n", " ")
+    error = payload.get("error") or None
+    if compact:
+        return f"{head} — {summary}" if summary else head
+    lines = [head]
+    if summary:
+        lines.append(f"summary: {summary}")
+    if isinstance(error, dict) and error.get("message"):
+        lines.append(f"error: {error.get('code')}: {error.get('message')}")
+    lines.append(f"details: get_job_result({payload.get('job_id')})")
+    return "\n".join(lines)
+
+
+def batch_blocks(events: list[Event], *, compact_jobs: bool) -> list[dict[str, Any]]:
+    blocks: list[dict[str, Any]] = []
+    for event in events:
+        if event.kind == Event.Kind.USER_MESSAGE:
+            text = str(event.payload.get("text", "")).strip()
+            if text:
+                blocks.append({"type": "text", "text": text})
+        elif event.kind == Event.Kind.JOB_EVENT:
+            blocks.append(
+                {"type": "text", "text": job_event_text(event.payload, compact=compact_jobs)}
+            )
+    return blocks
+
+
+def output_messages(events: list[Event], *, result_chars: int) -> list[dict[str, Any]]:
+    """A run's own events as assistant/user messages; unanswered tool calls get closed."""
+    messages: list[dict[str, Any]] = []
+    open_calls: list[str] = []
+
+    def close_open() -> None:
+        if open_calls:
+            messages.append(
+                {
+                    "role": "user",
+                    "content": [
+                        {
+                            "type": "tool_result",
+                            "tool_use_id": call_id,
+                            "content": "No result: the turn ended first.",
+                            "is_error": True,
+                        }
+                        for call_id in open_calls
+                    ],
+                }
+            )
+            open_calls.clear()
+
+    for event in events:
+        p = event.payload
+        if event.kind == Event.Kind.ASSISTANT_MESSAGE and p.get("text"):
+            close_open()
+            messages.append({"role": "assistant", "content": [{"type": "text", "text": p["text"]}]})
+        elif event.kind == Event.Kind.TOOL_CALL:
+            block = {"type": "tool_use", "id": p["id"], "name": p["name"], "input": p["input"]}
+            messages.append({"role": "assistant", "content": [block]})
+            open_calls.append(p["id"])
+        elif event.kind == Event.Kind.TOOL_RESULT and p.get("tool_call_id") in open_calls:
+            open_calls.remove(p["tool_call_id"])
+            block = {
+                "type": "tool_result",
+                "tool_use_id": p["tool_call_id"],
+                "content": clip(p.get("output"), result_chars),
+                "is_error": bool(p.get("is_error")),
+            }
+            messages.append({"role": "user", "content": [block]})
+    close_open()
+    return merge_roles(messages)
+
+
+def merge_roles(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Join consecutive messages of one role; tool results go before text in a user turn."""
+    merged: list[dict[str, Any]] = []
+    for message in messages:
+        if not message["content"]:
+            continue
+        if merged and merged[-1]["role"] == message["role"]:
+            merged[-1]["content"] = [*merged[-1]["content"], *message["content"]]
+        else:
+            merged.append({"role": message["role"], "content": list(message["content"])})
+    for message in merged:
+        if message["role"] == "user":
+            content = message["content"]
+            message["content"] = [b for b in content if b.get("type") == "tool_result"] + [
+                b for b in content if b.get("type") != "tool_result"
+            ]
+    return merged
+
+
+def conversation_build(*, session: AgentSession, run: Run, batch: list[Event]) -> Conversation:
+    """The conversation for ``run``: past runs, oldest first, then the batch."""
+    conv = Conversation(system=session.system_prompt or DEFAULT_SYSTEM, tools=tool_definitions())
+    past = list(
+        Run.objects.filter(session=session, started_at__isnull=False)
+        .exclude(pk=run.pk)
+        .order_by("started_at", "id")
+        .values_list("id", "status")
+    )
+    events = list(
+        Event.objects.filter(session=session, kind__in=HISTORY_KINDS)
+        .filter(Q(consumed_by_id__in=[r for r, _ in past]) | Q(run_id__in=[r for r, _ in past]))
+        .order_by("seq")
+    )
+    groups: list[list[dict[str, Any]]] = []
+    for run_id, status in past:
+        consumed = [e for e in events if e.consumed_by_id == run_id]
+        produced = [e for e in events if e.run_id == run_id]
+        reacted = status == Run.Status.COMPLETED
+        group: list[dict[str, Any]] = []
+        blocks = batch_blocks(consumed, compact_jobs=reacted)
+        if blocks:
+            group.append({"role": "user", "content": blocks})
+        group.extend(output_messages(produced, result_chars=RESULT_CHARS_PAST))
+        if group:
+            groups.append(group)
+    current = {
+        "role": "user",
+        "content": batch_blocks(batch, compact_jobs=False) or [{"type": "text", "text": "(…)"}],
+    }
+    budget = settings.AGENTSITE_CONTEXT_BUDGET_TOKENS
+    while True:
+        conv.messages = _assemble(groups, current, omitted=conv.omitted_runs)
+        if conv.tokens() <= budget or not groups:
+            return conv
+        groups.pop(0)
+        conv.omitted_runs += 1
+
+
+def _assemble(
+    groups: list[list[dict[str, Any]]], current: dict[str, Any], *, omitted: int
+) -> list[dict[str, Any]]:
+    messages: list[dict[str, Any]] = []
+    if omitted:
+        note = f"[{omitted} earlier turn(s) of this conversation are omitted to save space]"
+        messages.append({"role": "user", "content": [{"type": "text", "text": note}]})
+    for group in groups:
+        messages.extend(group)
+    messages.append(current)
+    merged = merge_roles(messages)
+    if merged and merged[0]["role"] != "user":
+        merged.insert(0, {"role": "user", "content": [{"type": "text", "text": "(continued)"}]})
+    return merged

@@ -1,0 +1,67 @@
+"""Anthropic models through the official SDK (``AsyncAnthropic``, streaming).
+
+The SDK does the retries (with backoff) and timeouts; ``ANTHROPIC_BASE_URL``
+points it at another Messages API endpoint (a proxy, or a local test server).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import anthropic
+from django.conf import settings
+
+from sessions.llm.base import Finish, ModelError, StreamItem, TextDelta, ToolUse
+
+DEFAULT_MODEL = "claude-sonnet-4-5"
+MAX_TOKENS = 4096
+
+
+class AnthropicModel:
+    def __init__(self, *, model: str = "") -> None:
+        configured = settings.AGENTSITE_MODEL
+        self.name = model or (configured if configured.startswith("claude") else DEFAULT_MODEL)
+
+    def _client(self) -> anthropic.AsyncAnthropic:
+        return anthropic.AsyncAnthropic(
+            api_key=settings.ANTHROPIC_API_KEY or None,
+            base_url=settings.ANTHROPIC_BASE_URL or None,
+            max_retries=2,
+            timeout=anthropic.Timeout(120.0, connect=10.0),
+        )
+
+    async def stream(
+        self, *, system: str, messages: list[dict[str, Any]], tools: list[dict[str, Any]]
+    ) -> AsyncIterator[StreamItem]:
+        params: dict[str, Any] = {
+            "model": self.name,
+            "max_tokens": MAX_TOKENS,
+            "messages": messages,
+        }
+        if system:
+            params["system"] = system
+        if tools:
+            params["tools"] = tools
+        client = self._client()
+        try:
+            async with client.messages.stream(**params) as stream:
+                async for event in stream:
+                    if event.type == "text":
+                        yield TextDelta(event.text)
+                    elif event.type == "content_block_stop":
+                        block = event.content_block
+                        if block.type == "tool_use":
+                            yield ToolUse(id=block.id, name=block.name, input=dict(block.input))
+                final = await stream.get_final_message()
+        except anthropic.APIStatusError as exc:
+            raise ModelError(f"Anthropic API error {exc.status_code}: {exc.message}") from exc
+        except anthropic.APIError as exc:
+            raise ModelError(f"Anthropic API error: {exc.message}") from exc
+        finally:
+            await client.close()
+        usage = {
+            "input_tokens": final.usage.input_tokens,
+            "output_tokens": final.usage.output_tokens,
+        }
+        yield Finish(stop_reason=final.stop_reason or "end_turn", usage=usage)

@@ -1,0 +1,328 @@
+"""The offline model: deterministic, no network, and it really drives the tools.
+
+It reads the latest batch (user messages and ``[event]`` blocks) and plans
+tool calls from a few phrases (documented in the README, "The offline
+model"); after tool results come back it explains them in a sentence or two.
+It keeps track of the jobs in the conversation by reading its own history, so
+"status" and "stop" know which jobs are running.
+
+Latency can be simulated for benchmarks: a call costs
+``call_s + input_tokens * input_token_s`` before the first token and
+``output_token_s`` per output token (``settings.AGENTSITE_OFFLINE_LATENCY``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.conf import settings
+
+from sessions.llm.base import Finish, StreamItem, TextDelta, ToolUse, approx_tokens
+
+JOB_ID = re.compile(r"\bjob_[a-z0-9]+\b")
+EVENT_LINE = re.compile(
+    r"\[event\] (?P<event>job_\w+) job_id=(?P<job_id>job_[a-z0-9]+) tool=(?P<tool>\S+)"
+    r" status=(?P<status>\w+)"
+)
+TERMINAL_EVENTS = {"job_completed", "job_failed", "job_cancelled", "job_timed_out"}
+
+STOP = re.compile(r"\b(stop|cancel|abort|kill)\b")
+STATUS = re.compile(
+    r"\bstatus\b|how is it going|how's it going|how are (the )?\w+ going|\bprogress\b"
+    r"|\bstill running\b|\bis it done\b"
+)
+RUN_TESTS = re.compile(r"\brun (the |all |all the )?tests?\b|\brun the test suite\b")
+CRAWL = re.compile(r"\bcrawl\s+(?:the site\s+|site\s+)?(\S+)")
+REPORT = re.compile(r"\b(?:write|make|draft|create) (?:a |me a |the )?report (?:on|about) (.+)")
+RESULT = re.compile(
+    r"\b(results?|failed|failures?|failing|details|what did|which|found|find|output|passed)\b"
+)
+
+HELP = (
+    "I can run the tests (\u201crun the tests\u201d), crawl a site (\u201ccrawl "
+    "https://example.com\u201d), write a report (\u201cwrite a report on <topic>\u201d), "
+    "tell you how jobs are going (\u201cstatus\u201d), stop them (\u201cstop\u201d) and "
+    "answer questions about their results. Long jobs run in the background, so you can "
+    "keep talking to me meanwhile."
+)
+
+REPORT_PHRASES = {
+    "run_tests": "The tests finished: {summary}.",
+    "crawl_site": "The crawl finished: {summary}.",
+    "write_report": "The report is ready: {summary}.",
+}
+
+
+@dataclass
+class JobMemory:
+    """What the conversation says about one job."""
+
+    job_id: str
+    tool: str
+    status: str = "queued"
+
+
+@dataclass
+class Plan:
+    text: list[str] = field(default_factory=list)
+    calls: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+
+
+class OfflineModel:
+    name = "offline"
+
+    async def stream(
+        self, *, system: str, messages: list[dict[str, Any]], tools: list[dict[str, Any]]
+    ) -> AsyncIterator[StreamItem]:
+        call_s, input_token_s, output_token_s = settings.AGENTSITE_OFFLINE_LATENCY
+        input_tokens = approx_tokens(system) + approx_tokens(messages) + approx_tokens(tools)
+        plan = plan_reply(messages, tools)
+        text = " ".join(plan.text)
+        delay = call_s + input_tokens * input_token_s
+        if delay > 0:
+            await asyncio.sleep(delay)
+        output_tokens = 0
+        for piece in pieces(text):
+            tokens = approx_tokens(piece)
+            output_tokens += tokens
+            if output_token_s > 0:
+                await asyncio.sleep(tokens * output_token_s)
+            yield TextDelta(piece)
+        for i, (name, args) in enumerate(plan.calls):
+            output_tokens += approx_tokens(args) + 5
+            yield ToolUse(id=f"toolu_off_{len(messages)}_{i}", name=name, input=args)
+        stop = "tool_use" if plan.calls else "end_turn"
+        yield Finish(
+            stop_reason=stop, usage={"input_tokens": input_tokens, "output_tokens": output_tokens}
+        )
+
+
+def pieces(text: str, words: int = 2) -> list[str]:
+    """Small streaming pieces: a couple of words each, spaces kept."""
+    parts = re.findall(r"\S+\s*", text)
+    return ["".join(parts[i : i + words]) for i in range(0, len(parts), words)]
+
+
+def plan_reply(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> Plan:
+    jobs = remember_jobs(messages)
+    last = messages[-1] if messages else {"role": "user", "content": ""}
+    blocks = content_blocks(last)
+    results = [b for b in blocks if b.get("type") == "tool_result"]
+    if results:
+        return explain_results(results, tool_uses(messages), jobs)
+    plan = Plan()
+    tool_names = {t["name"] for t in tools}
+    for block in blocks:
+        if block.get("type") != "text":
+            continue
+        text = str(block.get("text", ""))
+        if text.startswith("[event]"):
+            plan.text.append(report_event(text))
+        else:
+            respond_to_user(text, plan, jobs, tools, tool_names)
+    if not plan.text and not plan.calls:
+        plan.text.append(HELP)
+    return plan
+
+
+def content_blocks(message: dict[str, Any]) -> list[dict[str, Any]]:
+    content = message.get("content", "")
+    if isinstance(content, str):
+        return [{"type": "text", "text": content}]
+    return [b for b in content if isinstance(b, dict)]
+
+
+def tool_uses(messages: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    return {
+        b["id"]: b
+        for m in messages
+        if m.get("role") == "assistant"
+        for b in content_blocks(m)
+        if b.get("type") == "tool_use"
+    }
+
+
+def result_text(block: dict[str, Any]) -> str:
+    content = block.get("content", "")
+    if isinstance(content, list):
+        return "".join(str(c.get("text", "")) for c in content if isinstance(c, dict))
+    return str(content)
+
+
+def remember_jobs(messages: list[dict[str, Any]]) -> dict[str, JobMemory]:
+    """Jobs the conversation mentions, in the order they appeared, with their last state."""
+    uses = tool_uses(messages)
+    jobs: dict[str, JobMemory] = {}
+    for message in messages:
+        for block in content_blocks(message):
+            if block.get("type") == "tool_result":
+                use = uses.get(str(block.get("tool_use_id")), {})
+                name = str(use.get("name", ""))
+                if name.startswith("start_") and not block.get("is_error"):
+                    data = loads(result_text(block))
+                    if isinstance(data, dict) and data.get("job_id"):
+                        job_id = str(data["job_id"])
+                        jobs.setdefault(job_id, JobMemory(job_id, name.removeprefix("start_")))
+            elif block.get("type") == "text":
+                for match in EVENT_LINE.finditer(str(block.get("text", ""))):
+                    memory = jobs.setdefault(
+                        match["job_id"], JobMemory(match["job_id"], match["tool"])
+                    )
+                    memory.status = match["status"]
+    return jobs
+
+
+def loads(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError:
+        return None
+
+
+def report_event(text: str) -> str:
+    match = EVENT_LINE.search(text)
+    if match is None:
+        return "Something happened that I do not recognise."
+    summary = ""
+    error = ""
+    for line in text.splitlines()[1:]:
+        if line.startswith("summary: "):
+            summary = line.removeprefix("summary: ").strip()
+        elif line.startswith("error: "):
+            error = line.removeprefix("error: ").strip()
+    tool, job_id, event = match["tool"], match["job_id"], match["event"]
+    if event == "job_completed":
+        phrase = REPORT_PHRASES.get(tool, f"{tool} finished: {{summary}}.")
+        return phrase.format(summary=summary.rstrip(".") or "done")
+    if event == "job_failed":
+        return f"The {tool} job {job_id} failed: {(error or summary or 'no reason given')}."
+    if event == "job_cancelled":
+        return f"The {tool} job {job_id} was cancelled."
+    if event == "job_timed_out":
+        return f"The {tool} job {job_id} ran out of time and was stopped."
+    return f"{tool} job {job_id}: {event.removeprefix('job_')}."
+
+
+def respond_to_user(
+    text: str,
+    plan: Plan,
+    jobs: dict[str, JobMemory],
+    tools: list[dict[str, Any]],
+    tool_names: set[str],
+) -> None:
+    lowered = text.lower().strip()
+    named = [j for j in JOB_ID.findall(lowered)]
+    active = [j.job_id for j in jobs.values() if j.status in ("queued", "running")]
+    finished = [j.job_id for j in jobs.values() if j.status not in ("queued", "running")]
+    if STOP.search(lowered) and "stop_job" in tool_names:
+        targets = named or active[-1:]
+        if not targets:
+            plan.text.append("Nothing is running, so there is nothing to stop.")
+        for job_id in targets:
+            plan.calls.append(("stop_job", {"job_id": job_id}))
+        return
+    if STATUS.search(lowered) and "get_job_status" in tool_names:
+        targets = named or active[-5:] or list(jobs)[-1:]
+        if not targets:
+            plan.text.append("No jobs have been started in this conversation yet.")
+        for job_id in targets:
+            plan.calls.append(("get_job_status", {"job_id": job_id}))
+        return
+    if RUN_TESTS.search(lowered) and "start_run_tests" in tool_names:
+        plan.text.append("Starting the test run in the background.")
+        plan.calls.append(("start_run_tests", {}))
+        return
+    crawl = CRAWL.search(text.strip())
+    if crawl and "start_crawl_site" in tool_names:
+        url = crawl.group(1).rstrip(".,;!?")
+        if "://" not in url:
+            url = f"https://{url}"
+        plan.text.append(f"Starting a crawl of {url} in the background.")
+        plan.calls.append(("start_crawl_site", {"url": url}))
+        return
+    report = REPORT.search(text.strip())
+    if report and "start_write_report" in tool_names:
+        topic = report.group(1).strip().rstrip(".!?")
+        args: dict[str, Any] = {"topic": topic}
+        sources = [j.job_id for j in jobs.values() if j.status == "done"]
+        field_name = source_field(tools)
+        if sources and field_name:
+            args[field_name] = sources
+            plan.text.append(f"Writing a report on {topic} from {len(sources)} earlier job(s).")
+        else:
+            plan.text.append(f"Writing a report on {topic}.")
+        plan.calls.append(("start_write_report", args))
+        return
+    if "get_job_result" in tool_names and (named or (finished and RESULT.search(lowered))):
+        for job_id in named or finished[-1:]:
+            plan.calls.append(("get_job_result", {"job_id": job_id}))
+        return
+    plan.text.append(HELP)
+
+
+def source_field(tools: list[dict[str, Any]]) -> str | None:
+    """The write_report argument that takes earlier job ids, whatever it is called."""
+    for tool in tools:
+        if tool["name"] == "start_write_report":
+            props = tool.get("input_schema", {}).get("properties", {})
+            for name in ("source_job_ids", "job_ids", "sources", "from_jobs"):
+                if name in props:
+                    return name
+    return None
+
+
+def explain_results(
+    results: list[dict[str, Any]], uses: dict[str, dict[str, Any]], jobs: dict[str, JobMemory]
+) -> Plan:
+    plan = Plan()
+    for block in results:
+        use = uses.get(str(block.get("tool_use_id")), {})
+        name = str(use.get("name", "tool"))
+        data = loads(result_text(block))
+        if block.get("is_error"):
+            message = data.get("error", {}).get("message") if isinstance(data, dict) else None
+            plan.text.append(f"{name} did not work: {message or result_text(block)[:200]}")
+        elif name.startswith("start_") and isinstance(data, dict):
+            plan.text.append(
+                f"Started {name.removeprefix('start_')} as {data.get('job_id')}. I will tell you "
+                "when it finishes; meanwhile you can ask me anything."
+            )
+        elif name == "get_job_status" and isinstance(data, dict):
+            plan.text.append(describe_status(data))
+        elif name == "stop_job" and isinstance(data, dict):
+            plan.text.append(f"Asked {data.get('job_id')} to stop: it is {data.get('state')}.")
+        elif name == "get_job_result" and isinstance(data, dict):
+            plan.text.append(describe_result(use.get("input", {}).get("job_id", ""), data))
+        else:
+            plan.text.append(f"{name}: {result_text(block)[:300]}")
+    return plan
+
+
+def describe_status(doc: dict[str, Any]) -> str:
+    line = f"{doc.get('job_id')} ({doc.get('tool')}) is {doc.get('status')}"
+    progress = doc.get("progress") or {}
+    if isinstance(progress, dict) and progress.get("fraction") is not None:
+        line += f", {round(float(progress['fraction']) * 100)}% done"
+    if isinstance(progress, dict) and progress.get("message"):
+        line += f" ({progress['message']})"
+    return line + "."
+
+
+def describe_result(job_id: str, data: dict[str, Any]) -> str:
+    result = data.get("output", data)
+    summary = result.get("summary") if isinstance(result, dict) else None
+    line = f"{job_id}: {summary or 'finished'}."
+    if isinstance(result, dict):
+        failures = result.get("failures")
+        if isinstance(failures, list) and failures:
+            names = [str(f.get("nodeid", f)) if isinstance(f, dict) else str(f) for f in failures]
+            line += " Failing: " + ", ".join(names[:5]) + "."
+    items = data.get("items")
+    if isinstance(items, list) and items and not summary:
+        line = f"{job_id} has {len(items)} partial result(s) so far."
+    return line

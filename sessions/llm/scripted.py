@@ -1,0 +1,95 @@
+"""The scripted model, for tests: replays stored responses and records its requests.
+
+Scripts live in Redis, keyed by session, so a test can set them up and read
+back what the model was sent while the turn itself runs in a worker process.
+
+A response is a dict::
+
+    {"text": "...",                      # streamed in pieces of `chunk` characters
+     "tool_calls": [{"name", "input", "id"?}],
+     "chunk": 8, "delay_s": 0.0,         # pacing of the text deltas
+     "gate": "name",                     # wait until scripted_open(key, name) before finishing
+     "error": "message"}                 # raise ModelError after the text
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+import redis
+from django.conf import settings
+
+from sessions.llm.base import Finish, ModelError, StreamItem, TextDelta, ToolUse, approx_tokens
+
+NO_MORE = "(the scripted model has no response left)"
+
+
+def _redis() -> redis.Redis:
+    return redis.Redis.from_url(settings.REDIS_URL)
+
+
+def _key(key: str, part: str) -> str:
+    return f"{settings.REDIS_PREFIX}:scripted:{key}:{part}"
+
+
+def scripted_push(key: str, *responses: dict[str, Any]) -> None:
+    """Queue responses for the session ``key``; each model call takes the next one."""
+    if responses:
+        _redis().rpush(_key(key, "responses"), *[json.dumps(r) for r in responses])
+
+
+def scripted_requests(key: str) -> list[dict[str, Any]]:
+    """Every request the model received for ``key``: ``{"system", "messages", "tools"}``."""
+    return [json.loads(raw) for raw in _redis().lrange(_key(key, "requests"), 0, -1)]
+
+
+def scripted_open(key: str, gate: str) -> None:
+    """Release a response waiting on ``gate``."""
+    _redis().set(_key(key, f"gate:{gate}"), "1", ex=3600)
+
+
+class ScriptedModel:
+    name = "scripted"
+
+    def __init__(self, *, key: str) -> None:
+        self.key = key
+
+    async def stream(
+        self, *, system: str, messages: list[dict[str, Any]], tools: list[dict[str, Any]]
+    ) -> AsyncIterator[StreamItem]:
+        request = {"system": system, "messages": messages, "tools": tools}
+        response = await asyncio.to_thread(self._next, request)
+        text = str(response.get("text", ""))
+        chunk = max(1, int(response.get("chunk", 8)))
+        delay = float(response.get("delay_s", 0.0))
+        for start in range(0, len(text), chunk):
+            if delay:
+                await asyncio.sleep(delay)
+            yield TextDelta(text[start : start + chunk])
+        if response.get("gate"):
+            await self._wait(str(response["gate"]))
+        if response.get("error"):
+            raise ModelError(str(response["error"]))
+        calls = response.get("tool_calls") or []
+        for i, call in enumerate(calls):
+            yield ToolUse(
+                id=str(call.get("id") or f"toolu_{i}"),
+                name=str(call["name"]),
+                input=dict(call.get("input") or {}),
+            )
+        usage = {"input_tokens": approx_tokens(messages), "output_tokens": approx_tokens(text)}
+        yield Finish(stop_reason="tool_use" if calls else "end_turn", usage=usage)
+
+    def _next(self, request: dict[str, Any]) -> dict[str, Any]:
+        conn = _redis()
+        conn.rpush(_key(self.key, "requests"), json.dumps(request, default=str))
+        raw = conn.lpop(_key(self.key, "responses"))
+        return json.loads(raw) if raw else {"text": NO_MORE}
+
+    async def _wait(self, gate: str) -> None:
+        conn = _redis()
+        while not await asyncio.to_thread(conn.exists, _key(self.key, f"gate:{gate}")):
+            await asyncio.sleep(0.05)
