@@ -101,3 +101,42 @@ def make_session(owner: Any, events: int = 0) -> AgentSession:
 @sync_to_async
 def logged_seqs(session: AgentSession) -> list[int]:
     return list(Event.objects.filter(session=session).order_by("seq").values_list("seq", flat=True))
+
+
+# --- a real web server and SSE parsing -------------------------------------------------------
+
+
+def daphne_serve(processes: Any, name: str = "daphne", env: dict[str, str] | None = None) -> str:
+    """Start the real web server (daphne, via runserver) on a free port; its base URL."""
+    import socket
+    import time
+
+    from agentsite.embedded_redis import free_port
+
+    port = free_port()
+    proc = processes.start(name, "runserver", f"127.0.0.1:{port}", "--noreload", env=env)
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+            return f"http://127.0.0.1:{port}"
+        except OSError:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"daphne did not start; see test-artifacts/{name}.log") from None
+            time.sleep(0.1)
+
+
+def sse_events(lines: Any) -> Any:
+    """Parse an iterator of SSE lines into ``{"id", "data", "comments"}`` dicts, one per event."""
+    event: dict[str, Any] = {"id": None, "data": None, "comments": []}
+    for line in lines:
+        if line == "":
+            if event["data"] is not None or event["comments"]:
+                yield event
+            event = {"id": None, "data": None, "comments": []}
+        elif line.startswith(":"):
+            event["comments"].append(line[1:].strip())
+        elif line.startswith("id:"):
+            event["id"] = line[3:].strip()
+        elif line.startswith("data:"):
+            event["data"] = json.loads(line[5:].strip())

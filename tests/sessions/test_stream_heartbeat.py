@@ -1,0 +1,46 @@
+"""An idle SSE stream sends comment heartbeats, driven through the real ASGI application."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from asgiref.sync import sync_to_async
+from asgiref.testing import ApplicationCommunicator
+
+from agentsite.asgi import application
+from tests.conftest import api_client_for
+from tests.sessions.test_stream_clients import make_session
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+async def test_an_idle_stream_sends_heartbeat_comments(user: Any, settings: Any) -> None:
+    settings.AGENTSITE_SSE_HEARTBEAT_S = 0.2
+    session = await make_session(user, events=1)
+    raw = (await sync_to_async(api_client_for)(user)).raw_token
+    scope = {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": "GET",
+        "scheme": "http",
+        "path": f"/api/sessions/{session.id}/stream",
+        "raw_path": f"/api/sessions/{session.id}/stream".encode(),
+        "query_string": b"",
+        "root_path": "",
+        "headers": [(b"host", b"127.0.0.1"), (b"authorization", f"Bearer {raw}".encode())],
+        "client": ("127.0.0.1", 5555),
+        "server": ("127.0.0.1", 80),
+    }
+    http = ApplicationCommunicator(application, scope)
+    await http.send_input({"type": "http.request", "body": b"", "more_body": False})
+    start = await http.receive_output(10)
+    assert start["status"] == 200
+    body = ""
+    while body.count(": heartbeat") < 3:
+        message = await http.receive_output(10)
+        body += message.get("body", b"").decode()
+    assert '"seq":1' in body
+    await http.send_input({"type": "http.disconnect"})
+    await http.wait(5)

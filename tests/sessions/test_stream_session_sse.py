@@ -1,0 +1,115 @@
+"""GET /api/sessions/{id}/stream over a real daphne: replay, live, resume by Last-Event-ID."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+
+from sessions.events import event_append
+from sessions.models import AgentSession
+from sessions.tokens import session_token_seq
+from tests.conftest import Processes, api_client_for
+from tests.sessions.test_stream_clients import daphne_serve, sse_events
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture(scope="module")
+def base_url(processes: Processes) -> str:
+    return daphne_serve(processes, "daphne-sse")
+
+
+def bearer(user: Any) -> dict[str, str]:
+    return {"Authorization": f"Bearer {api_client_for(user).raw_token}"}  # type: ignore[attr-defined]
+
+
+def session_with(user: Any, count: int) -> AgentSession:
+    session = AgentSession.objects.create(owner=user)
+    for i in range(count):
+        event_append(session_id=session.id, kind="assistant_delta", payload={"text": f"<{i + 1}>"})
+    return session
+
+
+def stream(base_url: str, path: str, headers: dict[str, str]) -> Iterator[dict[str, Any]]:
+    with httpx.stream("GET", base_url + path, headers=headers, timeout=30) as response:
+        assert response.status_code == 200, response.read()
+        assert response.headers["content-type"].startswith("text/event-stream")
+        yield from (e for e in sse_events(response.iter_lines()) if e["data"] is not None)
+
+
+def test_it_replays_after_the_query_token_then_streams_live(base_url: str, user: Any) -> None:
+    session = session_with(user, 3)
+    first = next(stream(base_url, f"/api/sessions/{session.id}/stream", bearer(user)))
+    assert first["data"]["seq"] == 1
+
+    events = stream(
+        base_url, f"/api/sessions/{session.id}/stream?after={first['id']}", bearer(user)
+    )
+    assert [next(events)["data"]["seq"] for _ in range(2)] == [2, 3]
+    threading.Timer(
+        0.3,
+        lambda: event_append(
+            session_id=session.id, kind="assistant_message", payload={"text": "hi"}
+        ),
+    ).start()
+    live = next(events)
+    assert (live["data"]["seq"], live["data"]["kind"], live["data"]["payload"]) == (
+        4,
+        "assistant_message",
+        {"text": "hi"},
+    )
+    assert live["id"] == live["data"]["token"]
+    assert session_token_seq(live["id"], session_id=session.id, owner_id=user.pk) == 4
+    events.close()
+
+
+def test_last_event_id_wins_over_the_query_string(base_url: str, user: Any) -> None:
+    session = session_with(user, 5)
+    all_events = stream(base_url, f"/api/sessions/{session.id}/stream", bearer(user))
+    tokens = [next(all_events)["id"] for _ in range(5)]
+    all_events.close()
+
+    headers = {**bearer(user), "Last-Event-ID": tokens[3]}
+    resumed = stream(base_url, f"/api/sessions/{session.id}/stream?after={tokens[0]}", headers)
+    assert next(resumed)["data"]["seq"] == 5
+    resumed.close()
+
+
+def test_a_browser_session_cookie_also_authenticates(base_url: str, user: Any) -> None:
+    from django.test import Client
+
+    session = session_with(user, 1)
+    client = Client()
+    client.force_login(user)
+    cookie = f"sessionid={client.cookies['sessionid'].value}"
+    events = stream(base_url, f"/api/sessions/{session.id}/stream", {"Cookie": cookie})
+    assert next(events)["data"]["seq"] == 1
+    events.close()
+
+
+@pytest.mark.parametrize(
+    ("who", "query", "status", "code"),
+    [
+        ("nobody", "", 401, "unauthorized"),
+        ("other", "", 404, "not_found"),
+        ("owner", "?after=tampered", 400, "bad_token"),
+    ],
+)
+def test_refusals_use_the_api_error_format(
+    base_url: str, user: Any, other_user: Any, who: str, query: str, status: int, code: str
+) -> None:
+    session = session_with(user, 1)
+    headers = {"nobody": {}, "other": bearer(other_user), "owner": bearer(user)}[who]
+    response = httpx.get(f"{base_url}/api/sessions/{session.id}/stream{query}", headers=headers)
+    assert response.status_code == status
+    assert response.json()["error"]["code"] == code
+
+
+def test_the_docs_list_the_stream_endpoints(base_url: str, user: Any) -> None:
+    schema = httpx.get(f"{base_url}/api/openapi.json").json()
+    assert "/api/sessions/{session_id}/stream" in schema["paths"]
+    assert "/api/runs/{run_id}/stream" in schema["paths"]
