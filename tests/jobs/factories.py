@@ -7,8 +7,8 @@ from typing import Any
 
 from django.test import Client
 
-from tests.conftest import wait_until
 from jobs.models import Job
+from tests.conftest import wait_until
 
 _keys = itertools.count(1)
 
@@ -24,7 +24,9 @@ def start_job(client: Client, tool: str, args: dict[str, Any] | None = None, **b
     )
 
 
-def started_job_id(client: Client, tool: str, args: dict[str, Any] | None = None, **body: Any) -> str:
+def started_job_id(
+    client: Client, tool: str, args: dict[str, Any] | None = None, **body: Any
+) -> str:
     response = start_job(client, tool, args, **body)
     assert response.status_code == 202, response.content
     return str(response.json()["job_id"])
