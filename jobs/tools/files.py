@@ -55,7 +55,7 @@ def read_file(args: Any, ctx: ToolContext | None = None) -> dict[str, Any]:
     lines = text.count("\n") + (1 if text and not text.endswith("\n") else 0)
     shown = f"first {params.max_bytes} of {size} bytes" if truncated else f"{size} bytes"
     return {
-        "summary": f"{workspace_relative(path)}: {lines} lines, {shown}",
+        "summary": f"{workspace_relative(path)}: {lines} line{'' if lines == 1 else 's'}, {shown}",
         "path": workspace_relative(path),
         "size": size,
         "lines": lines,
