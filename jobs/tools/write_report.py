@@ -141,6 +141,11 @@ def other_sources_section(sources: list[Source]) -> Section:
     return Section("Other sources", "\n".join(lines))
 
 
+def one_line(text: str) -> str:
+    """Fit a multi-line message into one list item."""
+    return " ".join(text.split())
+
+
 def findings(sources: list[Source]) -> list[str]:
     found: list[str] = []
     for s in sources:
@@ -148,7 +153,7 @@ def findings(sources: list[Source]) -> list[str]:
             found.append(f"Job `{s.job_id}` ({s.tool}) did not finish: {s.status}. {s.error}")
         elif s.tool == "run_tests":
             found += [
-                f"Test `{f['nodeid']}` fails: {f.get('message') or 'no message'}"
+                f"Test `{f['nodeid']}` fails: {one_line(f.get('message') or 'no message')}"
                 for f in s.result.get("failures", [])
             ]
         elif s.tool == "crawl_site":
