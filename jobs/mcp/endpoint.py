@@ -22,6 +22,8 @@ from agentsite.api import user_for_token
 from jobs.mcp.server import build_server
 
 MCP_PATHS = frozenset({"/mcp", "/mcp/"})
+# Larger bodies are passed on unchecked; the SDK refuses those above its own limit.
+MAX_CHECKED_BODY = 4 * 1024 * 1024
 Scope = dict[str, Any]
 
 
@@ -59,6 +61,67 @@ async def send_unauthorized(send: Any) -> None:
     await send({"type": "http.response.body", "body": body})
 
 
+def is_jsonrpc_message(body: bytes) -> bool:
+    """False for JSON that is no JSON-RPC 2.0 message; unparsable bodies are the SDK's to refuse."""
+    try:
+        message = json.loads(body)
+    except ValueError:
+        return True
+    return (
+        isinstance(message, dict)
+        and message.get("jsonrpc") == "2.0"
+        and ("method" in message or "result" in message or "error" in message)
+    )
+
+
+async def send_invalid_request(send: Any) -> None:
+    """-32600, which the SDK's handshake-era transport reports as -32602 with pydantic text."""
+    body = json.dumps(
+        {
+            "jsonrpc": "2.0",
+            "id": None,
+            "error": {"code": -32600, "message": "Invalid Request: not a JSON-RPC 2.0 message"},
+        }
+    ).encode()
+    await send(
+        {
+            "type": "http.response.start",
+            "status": 400,
+            "headers": [(b"content-type", b"application/json")],
+        }
+    )
+    await send({"type": "http.response.body", "body": body})
+
+
+async def read_body(receive: Any, limit: int) -> tuple[bytes, bool]:
+    """The request body (up to ``limit`` bytes) and whether it was complete."""
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":
+            return b"".join(chunks), False
+        chunk = message.get("body", b"")
+        chunks.append(chunk)
+        size += len(chunk)
+        if not message.get("more_body") or size > limit:
+            return b"".join(chunks), not message.get("more_body")
+
+
+def replaying(body: bytes, complete: bool, receive: Any) -> Any:
+    """A ``receive`` that hands out the already-read body first, then defers to ``receive``."""
+    sent = False
+
+    async def replay() -> Any:
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": not complete}
+        return await receive()
+
+    return replay
+
+
 class McpEndpoint:
     """Authenticates each HTTP request, then hands it to the SDK's session manager."""
 
@@ -75,6 +138,12 @@ class McpEndpoint:
         if user is None:
             await send_unauthorized(send)
             return
+        if scope["method"] == "POST":
+            body, complete = await read_body(receive, MAX_CHECKED_BODY)
+            if complete and not is_jsonrpc_message(body):
+                await send_invalid_request(send)
+                return
+            receive = replaying(body, complete, receive)
         await self._ensure_running()
         # The SDK binds a session to the principal that opened it; the handlers read
         # the Django user from the scope of the request carrying each message.
@@ -100,7 +169,7 @@ class McpEndpoint:
 
 
 def mcp_or(django_app: Any) -> Any:
-    """Route HTTP requests for ``/mcp`` to the MCP endpoint and everything else to ``django_app``."""
+    """Send HTTP requests for ``/mcp`` to the MCP endpoint, everything else to ``django_app``."""
     endpoint: McpEndpoint | None = None
 
     async def app(scope: HTTPScope, receive: ASGIReceiveCallable, send: ASGISendCallable) -> None:

@@ -91,8 +91,8 @@ async def task_changes(*, owner: AbstractBaseUser, task_ids: list[str]) -> Async
 async def task_finished(*, owner: AbstractBaseUser, task_id: str) -> Job:
     """The job once it is terminal (waits as long as it takes)."""
     job: Job | None = None
-    async for job in task_changes(owner=owner, task_ids=[task_id]):
-        pass
+    async for change in task_changes(owner=owner, task_ids=[task_id]):
+        job = change
     if job is None:
         job = await database_sync_to_async(calls.task_job)(owner=owner, task_id=task_id)
     return job

@@ -1,0 +1,71 @@
+"""MCP test setup: a real daphne serving agentsite (and /mcp) against the test database.
+
+The web server and the RQ workers import the MCP test tools, so this module sets
+``AGENTSITE_EXTRA_TOOLS`` before any of them starts.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import httpx
+import pytest
+
+from agentsite.embedded_redis import free_port
+from agentsite.models import ApiToken
+from tests.conftest import ARTIFACTS, BASE_DIR, Processes, subprocess_env
+
+_extra = [m for m in os.environ.get("AGENTSITE_EXTRA_TOOLS", "").split(",") if m]
+os.environ["AGENTSITE_EXTRA_TOOLS"] = ",".join([*_extra, "tests.mcp.tools_for_tests"])
+
+import tests.mcp.tools_for_tests  # noqa: E402, F401  (registers the tools here too)
+
+
+@pytest.fixture(scope="session")
+def mcp_url(processes: Processes) -> str:
+    """The /mcp URL of a daphne started the way `manage.py serve` starts it."""
+    port = free_port()
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    log = open(ARTIFACTS / "mcp-daphne.log", "ab")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port)]
+        + ["agentsite.asgi:application"],
+        cwd=BASE_DIR,
+        env=subprocess_env(),
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    processes.procs.append(proc)
+    url = f"http://127.0.0.1:{port}/mcp"
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            httpx.post(url, json={}, timeout=2)
+            return url
+        except httpx.TransportError:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError("daphne did not start; see test-artifacts/") from None
+            time.sleep(0.1)
+
+
+@pytest.fixture
+def token_for(db: None) -> Callable[[Any], str]:
+    """A fresh raw API token for a user."""
+
+    def issue(user: Any) -> str:
+        _, raw = ApiToken.issue(user=user, name="mcp")
+        return raw
+
+    return issue
+
+
+@pytest.fixture
+def served(mcp_url: str, rq_workers: Processes) -> Iterator[str]:
+    """The MCP URL, with tool workers running behind it."""
+    yield mcp_url
