@@ -75,6 +75,14 @@ def run_execute(*, run_id: str) -> str:
         connections.close_all()
 
 
+def tool_execute_in_thread(**kwargs: Any) -> tuple[Any, bool]:
+    """``tool_execute`` in a thread of its own, closing the connections it opened there."""
+    try:
+        return tool_execute(**kwargs)
+    finally:
+        connections.close_all()
+
+
 def _db(fn: Callable[..., Any]) -> Callable[..., Awaitable[Any]]:
     return sync_to_async(fn, thread_sensitive=True)
 
@@ -244,7 +252,7 @@ class Turn:
     async def tool_run(self, call: ToolUse) -> tuple[Any, bool]:
         try:
             output, is_error = await asyncio.to_thread(
-                tool_execute,
+                tool_execute_in_thread,
                 owner=self.session.owner,
                 session_id=self.session.id,
                 run_id=self.run_id,

@@ -10,7 +10,6 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from django.db import connections
 from pydantic import ValidationError
 
 from jobs.registry import Tool, all_tools
@@ -100,11 +99,7 @@ def job_idempotency_key(*, run_id: str, call_id: str) -> str:
 def tool_execute(
     *, owner: Any, session_id: str, run_id: str, name: str, args: dict[str, Any], call_id: str
 ) -> tuple[Any, bool]:
-    """Carry out one tool call; returns ``(output, is_error)`` and never raises.
-
-    Runs in its own thread (the loop gathers several), so it closes the
-    database connections that thread opened.
-    """
+    """Carry out one tool call; returns ``(output, is_error)`` and never raises."""
     from jobs.services import JobRequestError
 
     try:
@@ -121,8 +116,6 @@ def tool_execute(
     except Exception as exc:
         log.info("tool %s failed", name, exc_info=True)
         return {"error": {"code": "tool_error", "message": f"{type(exc).__name__}: {exc}"}}, True
-    finally:
-        connections.close_all()
 
 
 def _dispatch(
