@@ -1,44 +1,162 @@
+"""Jobs in the admin: read-only state, actions through the lifecycle."""
+
 from __future__ import annotations
 
-from django.contrib import admin
+import json
+from typing import Any
 
-from jobs.models import Job, JobChunk
+from django.contrib import admin, messages
+from django.db.models import QuerySet
+from django.http import HttpRequest
+from django.utils.html import format_html
+from django.utils.safestring import SafeString
+
+from jobs import lifecycle, services
+from jobs.models import Job, JobChunk, JobEvent, WebhookAttempt, WebhookDelivery, WebhookSecret
+from jobs.services import JobRequestError
 
 
-class JobChunkInline(admin.TabularInline):
-    model = JobChunk
+class ReadOnlyInline(admin.TabularInline):
     extra = 0
     can_delete = False
-    readonly_fields = ["index", "item", "created_at"]
+    show_change_link = False
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+class JobChunkInline(ReadOnlyInline):
+    model = JobChunk
+    verbose_name_plural = "partial results"
+    fields = ["index", "item", "created_at"]
+    readonly_fields = fields
+
+
+class JobEventInline(ReadOnlyInline):
+    model = JobEvent
+    fields = ["created_at", "event", "payload"]
+    readonly_fields = fields
+
+
+class WebhookDeliveryInline(ReadOnlyInline):
+    model = WebhookDelivery
+    fields = ["message_id", "url", "status", "attempts", "next_attempt_at", "attempt_log"]
+    readonly_fields = fields
+
+    @admin.display(description="attempts made")
+    def attempt_log(self, obj: WebhookDelivery) -> SafeString:
+        rows = [
+            format_html(
+                "<li>#{} {} — {} {}</li>",
+                a.number,
+                a.created_at.strftime("%H:%M:%S"),
+                a.status_code or "no response",
+                a.error[:120],
+            )
+            for a in obj.attempt_rows.all()
+        ]
+        return format_html("<ul>{}</ul>", SafeString("".join(rows)))
+
+
+def progress_bar(job: Job) -> SafeString:
+    fraction = job.progress_fraction or 0.0
+    return format_html(
+        '<div title="{}" style="width:120px;background:#eee;border-radius:3px">'
+        '<div style="width:{}%;background:{};height:10px;border-radius:3px"></div></div>',
+        job.progress_message or f"{fraction:.0%}",
+        round(fraction * 100),
+        "#c33" if job.status in {"failed", "timed_out"} else "#4a4",
+    )
 
 
 @admin.register(Job)
 class JobAdmin(admin.ModelAdmin):
-    list_display = [
-        "id",
-        "tool",
-        "owner",
-        "status",
-        "progress_fraction",
-        "created_at",
-        "finished_at",
-    ]
-    list_filter = ["status", "tool"]
+    list_display = ["id", "tool", "owner", "status", "progress", "created_at", "finished_at"]
+    list_filter = ["status", "tool", "created_at"]
     search_fields = ["id", "tool", "owner__username"]
-    readonly_fields = [
-        "id",
-        "status",
-        "progress_fraction",
-        "progress_message",
-        "result",
-        "error_code",
-        "error_message",
-        "deadline",
-        "cancel_requested_at",
-        "heartbeat_at",
-        "worker_name",
-        "created_at",
-        "started_at",
-        "finished_at",
+    list_select_related = ["owner"]
+    date_hierarchy = "created_at"
+    actions = ["cancel_jobs", "retry_as_new_jobs"]
+    inlines = [JobChunkInline, JobEventInline, WebhookDeliveryInline]
+    fieldsets = [
+        (None, {"fields": ["id", "owner", "tool", "status", "progress", "session", "run"]}),
+        ("Request", {"fields": ["arguments", "timeout_s", "deadline", "callback_url"]}),
+        ("Dependencies", {"fields": ["depends_on"]}),
+        ("Outcome", {"fields": ["output", "error_code", "error_message"]}),
+        (
+            "Execution",
+            {
+                "fields": [
+                    "idempotency_key",
+                    "enqueued_at",
+                    "started_at",
+                    "heartbeat_at",
+                    "worker_name",
+                    "cancel_requested_at",
+                    "finished_at",
+                    "created_at",
+                ]
+            },
+        ),
     ]
-    inlines = [JobChunkInline]
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
+        # Everything: the lifecycle owns a job's state, the admin only shows it.
+        return [f for fs in self.fieldsets for f in fs[1]["fields"]]
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    @admin.display(description="progress")
+    def progress(self, job: Job) -> SafeString:
+        return progress_bar(job)
+
+    @admin.display(description="arguments")
+    def arguments(self, job: Job) -> SafeString:
+        return format_html("<pre>{}</pre>", json.dumps(job.args, indent=2))
+
+    @admin.display(description="output")
+    def output(self, job: Job) -> SafeString:
+        return format_html("<pre>{}</pre>", json.dumps(job.result, indent=2)[:20000])
+
+    @admin.action(description="Cancel the selected jobs")
+    def cancel_jobs(self, request: HttpRequest, queryset: QuerySet[Job]) -> None:
+        states = [lifecycle.job_request_cancel(job_id=job.id) for job in queryset]
+        summary = ", ".join(f"{states.count(s)} {s}" for s in sorted(set(states)))
+        self.message_user(request, f"Cancel requested: {summary}.", messages.SUCCESS)
+
+    @admin.action(description="Retry as new jobs")
+    def retry_as_new_jobs(self, request: HttpRequest, queryset: QuerySet[Job]) -> None:
+        started = []
+        for job in queryset:
+            try:
+                started.append(services.job_retry(job=job).id)
+            except JobRequestError as exc:
+                self.message_user(request, f"{job.id}: {exc.message}", messages.ERROR)
+        if started:
+            self.message_user(request, f"Started {', '.join(started)}.", messages.SUCCESS)
+
+
+@admin.register(WebhookDelivery)
+class WebhookDeliveryAdmin(admin.ModelAdmin):
+    list_display = ["message_id", "job", "status", "attempts", "next_attempt_at", "created_at"]
+    list_filter = ["status"]
+    search_fields = ["message_id", "job__id", "url"]
+    readonly_fields = [f.name for f in WebhookDelivery._meta.fields]
+
+
+@admin.register(WebhookAttempt)
+class WebhookAttemptAdmin(admin.ModelAdmin):
+    list_display = ["delivery", "number", "status_code", "duration_ms", "created_at"]
+    search_fields = ["delivery__message_id", "delivery__job__id"]
+    readonly_fields = [f.name for f in WebhookAttempt._meta.fields]
+
+
+@admin.register(WebhookSecret)
+class WebhookSecretAdmin(admin.ModelAdmin):
+    list_display = ["user", "created_at"]
+    fields = ["user", "created_at"]
+    readonly_fields = ["user", "created_at"]
