@@ -32,9 +32,9 @@ def mcp_url(processes: Processes) -> str:
     port = free_port()
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     log = open(ARTIFACTS / "mcp-daphne.log", "ab")
+    argv = [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port)]
     proc = subprocess.Popen(
-        [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port)]
-        + ["agentsite.asgi:application"],
+        [*argv, "agentsite.asgi:application"],
         cwd=BASE_DIR,
         env=subprocess_env(),
         stdout=log,
