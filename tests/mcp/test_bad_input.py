@@ -120,7 +120,8 @@ def test_malformed_json_rpc_is_a_parse_error_or_an_invalid_request(
 
     not_json = post(mcp_url, token, b"{not json", modern=modern)
     not_jsonrpc = post(mcp_url, token, b'{"hello": "world"}', modern=modern)
-    a_batch = post(mcp_url, token, b'[{"jsonrpc": "2.0", "id": 1, "method": "ping"}]', modern=modern)
+    batch = b'[{"jsonrpc": "2.0", "id": 1, "method": "ping"}]'
+    a_batch = post(mcp_url, token, batch, modern=modern)
 
     assert not_json.status_code == 400
     assert not_json.json()["error"]["code"] == -32700
