@@ -12,6 +12,7 @@ from typing import Any
 
 from django.http import HttpRequest
 from ninja import Query, Router, Schema
+from ninja.responses import Status
 from pydantic import Field
 
 from agentsite.api import ApiError, request_user
@@ -82,7 +83,7 @@ def _token_error(exc: Exception) -> ApiError:
 
 
 @router.post("/sessions", response={201: dict}, summary="Create a session")
-def create_session(request: HttpRequest, body: SessionIn) -> tuple[int, dict[str, Any]]:
+def create_session(request: HttpRequest, body: SessionIn) -> Status[dict[str, Any]]:
     model = body.model.strip()
     if model and model not in MODEL_NAMES and not model.startswith("claude"):
         raise ApiError(
@@ -97,7 +98,7 @@ def create_session(request: HttpRequest, body: SessionIn) -> tuple[int, dict[str
         model=model,
         system_prompt=body.system_prompt,
     )
-    return 201, session_doc(session)
+    return Status(201, session_doc(session))
 
 
 @router.get("/sessions", summary="List your sessions")
@@ -122,15 +123,13 @@ def delete_session(request: HttpRequest, session_id: str) -> dict[str, Any]:
 
 
 @router.post("/sessions/{session_id}/messages", response={202: dict}, summary="Send a message")
-def post_message(
-    request: HttpRequest, session_id: str, body: MessageIn
-) -> tuple[int, dict[str, Any]]:
+def post_message(request: HttpRequest, session_id: str, body: MessageIn) -> Status[dict[str, Any]]:
     session = _session(request, session_id)
     if not body.text.strip():
         raise ApiError(422, "invalid_request", "The message text is empty.")
     event, run = message_post(session=session, text=body.text)
     token = run_token(run_id=run.id, owner_id=session.owner_id, seq=event.seq)
-    return 202, {"run_id": run.id, "continuation_token": token}
+    return Status(202, {"run_id": run.id, "continuation_token": token})
 
 
 @router.get("/sessions/{session_id}/events", summary="Read the log after a token")
@@ -190,6 +189,6 @@ def poll_run(request: HttpRequest, run_id: str, continuation_token: str = "") ->
 
 
 @router.post("/runs/{run_id}/cancel", response={202: dict}, summary="Stop a run")
-def cancel_run(request: HttpRequest, run_id: str) -> tuple[int, dict[str, Any]]:
+def cancel_run(request: HttpRequest, run_id: str) -> Status[dict[str, Any]]:
     run = _run(request, run_id)
-    return 202, {"run_id": run.id, "status": run_request_cancel(run_id=run.id)}
+    return Status(202, {"run_id": run.id, "status": run_request_cancel(run_id=run.id)})
