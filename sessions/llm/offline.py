@@ -37,8 +37,10 @@ STATUS = re.compile(
     r"|\bstill running\b|\bis it done\b"
 )
 RUN_TESTS = re.compile(r"\brun (the |all |all the )?tests?\b|\brun the test suite\b")
-CRAWL = re.compile(r"\bcrawl\s+(?:the site\s+|site\s+)?(\S+)")
-REPORT = re.compile(r"\b(?:write|make|draft|create) (?:a |me a |the )?report (?:on|about) (.+)")
+CRAWL = re.compile(r"\bcrawl\s+(?:the site\s+|site\s+)?(\S+)", re.IGNORECASE)
+REPORT = re.compile(
+    r"\b(?:write|make|draft|create) (?:a |me a |the )?report (?:on|about) (.+)", re.IGNORECASE
+)
 RESULT = re.compile(
     r"\b(results?|failed|failures?|failing|details|what did|which|found|find|output|passed)\b"
 )
