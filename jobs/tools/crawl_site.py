@@ -91,18 +91,19 @@ class PageParser(HTMLParser):
 def load_robots(client: httpx.Client, start: str) -> RobotFileParser:
     """robots.txt with urllib.robotparser's rules: 401/403 forbid all, other errors allow all."""
     parts = urlsplit(start)
-    robots = RobotFileParser(urlunsplit((parts.scheme, parts.netloc, "/robots.txt", "", "")))
+    robots_url = urlunsplit((parts.scheme, parts.netloc, "/robots.txt", "", ""))
+    robots = RobotFileParser(robots_url)
     try:
         fetched = fetch_checked(
-            client, robots.url, max_bytes=ROBOTS_MAX_BYTES, timeout_s=PAGE_TIMEOUT_S
+            client, robots_url, max_bytes=ROBOTS_MAX_BYTES, timeout_s=PAGE_TIMEOUT_S
         )
     except (FetchFailed, AddressRefused):
-        robots.allow_all = True
+        robots.parse([])  # no rules: everything allowed
         return robots
     if fetched.status in (401, 403):
-        robots.disallow_all = True
+        robots.parse(["User-agent: *", "Disallow: /"])
     elif fetched.status >= 400:
-        robots.allow_all = True
+        robots.parse([])
     else:
         robots.parse(fetched.text().splitlines())
     return robots

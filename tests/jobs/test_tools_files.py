@@ -9,12 +9,9 @@ import pytest
 from django.test import override_settings
 from pydantic import ValidationError
 
-from jobs.registry import get_tool
 from jobs.tools.context import LocalToolContext
-
-READ_FILE = get_tool("read_file")
-LIST_FILES = get_tool("list_files")
-assert READ_FILE is not None and LIST_FILES is not None
+from jobs.tools.files import list_files_tool as LIST_FILES
+from jobs.tools.files import read_file_tool as READ_FILE
 
 
 @pytest.fixture

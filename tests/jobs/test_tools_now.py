@@ -7,11 +7,8 @@ from datetime import UTC, datetime
 import pytest
 from pydantic import ValidationError
 
-from jobs.registry import get_tool
+from jobs.tools.clock import now_tool as NOW
 from jobs.tools.context import LocalToolContext
-
-NOW = get_tool("now")
-assert NOW is not None
 
 
 def test_it_returns_utc_iso_time() -> None:

@@ -12,13 +12,11 @@ import pytest
 from pydantic import ValidationError
 
 from jobs.addresses import AddressRefused
-from jobs.registry import ToolCancelled, get_tool
+from jobs.registry import ToolCancelled
 from jobs.tools.context import LocalToolContext
+from jobs.tools.crawl_site import crawl_site_tool as CRAWL_SITE
+from jobs.tools.http_get import http_get_tool as HTTP_GET
 from jobs.tools.outgoing_http import FetchFailed
-
-HTTP_GET = get_tool("http_get")
-CRAWL_SITE = get_tool("crawl_site")
-assert HTTP_GET is not None and CRAWL_SITE is not None
 
 METADATA = "http://169.254.169.254/latest/meta-data/"
 HOME = """<html><head><title>Home  page</title><script>var a = "not words";</script></head>

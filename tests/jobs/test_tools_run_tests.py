@@ -12,12 +12,10 @@ import pytest
 from django.test import override_settings
 from pydantic import ValidationError
 
-from jobs.registry import ToolCancelled, get_tool
+from jobs.registry import ToolCancelled
 from jobs.tools.context import LocalToolContext
+from jobs.tools.run_tests import run_tests_tool as RUN_TESTS
 from tests.conftest import wait_until
-
-RUN_TESTS = get_tool("run_tests")
-assert RUN_TESTS is not None
 
 
 def process_alive(pid: int) -> bool:

@@ -54,6 +54,7 @@ def test_run_tests_runs_the_demo_suite_in_a_worker(api_client: Any, rq_workers: 
     job = wait_for_status(job_id, *TERMINAL, timeout=60)
 
     assert job.status == "done", job.error_message
+    assert job.result is not None
     assert job.result["summary"] == "31 passed, 2 failed (tests/test_pricing.py)"
     page = api_client.get(f"/api/jobs/{job_id}/result?cursor=0&limit=100").json()
     assert len(page["items"]) == 33
@@ -113,6 +114,7 @@ def test_crawl_site_crawls_a_local_site_in_a_worker(
     job = wait_for_status(job_id, *TERMINAL, timeout=30)
 
     assert job.status == "done", job.error_message
+    assert job.result is not None
     host = tiny_site.removeprefix("http://")
     assert job.result["summary"] == f"crawled 2 pages on {host}: 2 ok, 1 blocked by robots.txt"
     items = list(JobChunk.objects.filter(job_id=job_id).values_list("item", flat=True))
@@ -136,6 +138,7 @@ def test_write_report_waits_for_a_test_run_and_reports_on_it(
 
     assert job.status == "done", job.error_message
     assert Job.objects.get(id=tests_job).status == "done"
+    assert job.result is not None
     assert job.result["summary"] == (
         "Report: pricing: 4 sections, 2 finding(s), from 1 source job(s)"
     )

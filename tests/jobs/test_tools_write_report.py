@@ -8,12 +8,10 @@ import pytest
 from django.test import override_settings
 
 from jobs.models import Job
-from jobs.registry import ToolCancelled, get_tool
+from jobs.registry import ToolCancelled
 from jobs.tools.context import LocalToolContext
-
-WRITE_REPORT = get_tool("write_report")
-RUN_TESTS = get_tool("run_tests")
-assert WRITE_REPORT is not None and RUN_TESTS is not None
+from jobs.tools.run_tests import run_tests_tool as RUN_TESTS
+from jobs.tools.write_report import write_report_tool as WRITE_REPORT
 
 pytestmark = pytest.mark.django_db
 
