@@ -52,7 +52,7 @@ def task_status_message(job: Job) -> str:
     if job.status == Job.Status.FAILED:
         reason = job.error_message or job.error_code or "the tool failed"
         return f"{job.error_code}: {reason}" if job.error_code and job.error_message else reason
-    return "cancelled"
+    return job.error_message or "cancelled"
 
 
 def last_updated(job: Job) -> datetime:
