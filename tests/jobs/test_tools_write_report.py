@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -138,3 +139,28 @@ def test_cancelling_stops_between_sections(user: Any) -> None:
 def test_source_ids_must_look_like_job_ids() -> None:
     with pytest.raises(ValueError, match="not job ids: ses_1"):
         WRITE_REPORT.validate({"topic": "x", "source_job_ids": ["ses_1"]})
+
+
+@override_settings(AGENTSITE_REPORT_SECTION_DELAY_S=0)
+def test_a_session_on_a_claude_model_has_it_rewrite_each_section(user: Any, settings: Any) -> None:
+    from sessions.services import session_create
+    from tests.sessions.messages_server import MessagesServer
+
+    session = session_create(owner=user, model="claude-test-model")
+    with MessagesServer() as server:
+        settings.ANTHROPIC_BASE_URL = server.url
+        settings.ANTHROPIC_API_KEY = "sk-test-key"
+        server.replies = [{"text": f"Prose for section {n}."} for n in range(3)]
+        ctx = LocalToolContext(owner_id=user.pk, session_id=session.id)
+        result = WRITE_REPORT.run({"topic": "latency"}, ctx)
+
+    assert [s["markdown"] for s in result["sections"]] == [
+        "Prose for section 0.",
+        "Prose for section 1.",
+        "Prose for section 2.",
+    ]
+    assert result["model"] == "claude-test-model"
+    assert [r["model"] for r in server.requests] == ["claude-test-model"] * 3
+    first_prompt = json.dumps(server.requests[0]["messages"])
+    assert "Section: Summary" in first_prompt
+    assert "without source jobs" in first_prompt
