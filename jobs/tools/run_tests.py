@@ -19,6 +19,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from django.conf import settings
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from jobs.registry import ToolCancelled, ToolContext, tool
@@ -156,7 +157,8 @@ def subprocess_env(report_path: Path) -> dict[str, str]:
 def pytest_argv(args: RunTestsInput, root: Path, scratch: Path) -> list[str]:
     file_part, separator, rest = args.path.partition("::")
     target = workspace_relative(workspace_path(file_part or ".")) + separator + rest
-    argv = [sys.executable, "-m", "pytest", "-p", PLUGIN_NAME, "-p", "no:cacheprovider"]
+    python = getattr(settings, "AGENTSITE_WORKSPACE_PYTHON", "") or sys.executable
+    argv = [python, "-m", "pytest", "-p", PLUGIN_NAME, "-p", "no:cacheprovider"]
     argv += ["-q", "--color=no", f"--rootdir={root}"]
     if not any((root / name).is_file() for name in CONFIG_FILES):
         # Without its own config pytest would climb to a parent directory's.

@@ -29,9 +29,13 @@ def seconds_left(ctx: ToolContext) -> float | None:
 
 
 def stop_requested(ctx: ToolContext) -> bool:
-    """Cancellation asked for, or the deadline passed (whether or not it was signalled yet)."""
-    left = seconds_left(ctx)
-    return ctx.cancelled or (left is not None and left <= 0)
+    """Cancellation asked for or the deadline passed: the context signals both.
+
+    The tools do not compare the deadline themselves: the job runner tells a
+    deadline from a cancel request by what it signalled, and a tool that stopped
+    on its own reading of the clock would be recorded as cancelled.
+    """
+    return ctx.cancelled
 
 
 def sleep_unless_cancelled(ctx: ToolContext, seconds: float, step: float = 0.05) -> None:
