@@ -107,6 +107,21 @@ def test_cancelling_a_test_run_stops_its_pytest_process(api_client: Any, rq_work
     wait_until(lambda: not set(running) & set(pytest_runs_of(worker_pids)), timeout=10)
 
 
+def test_a_test_run_past_its_deadline_ends_timed_out(api_client: Any, rq_workers: Any) -> None:
+    worker_pids = {proc.pid for proc in rq_workers.procs}
+    job_id = started_job_id(
+        api_client, "run_tests", {"path": "tests/test_warehouse.py"}, timeout_s=1
+    )
+    wait_until(lambda: pytest_runs_of(worker_pids) or Job.objects.get(id=job_id).is_terminal)
+    running = pytest_runs_of(worker_pids)
+
+    job = wait_for_status(job_id, *TERMINAL, timeout=15)
+
+    assert job.status == "timed_out"
+    assert JobChunk.objects.filter(job_id=job_id).count() < 5
+    wait_until(lambda: not set(running) & set(pytest_runs_of(worker_pids)), timeout=10)
+
+
 def test_crawl_site_crawls_a_local_site_in_a_worker(
     api_client: Any, rq_workers: Any, tiny_site: str
 ) -> None:
