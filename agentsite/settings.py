@@ -196,6 +196,10 @@ AGENTSITE_OFFLINE_LATENCY = (
 )
 # Approximate token budget for the conversation the model is shown.
 AGENTSITE_CONTEXT_BUDGET_TOKENS = env_int("AGENTSITE_CONTEXT_BUDGET_TOKENS", 60_000)
+# A running model turn whose worker has not beaten for this long is failed as lost.
+AGENTSITE_RUN_STALE_S = env_float("AGENTSITE_RUN_STALE_S", 60.0)
+# At most this many inbox events per run (0: all pending events, the normal router).
+AGENTSITE_MAX_BATCH = env_int("AGENTSITE_MAX_BATCH", 0)
 # Jobs: a cancelled or overdue tool that does not stop by itself is stopped this
 # many seconds later; a running job whose heartbeat is older than STALE is lost.
 AGENTSITE_JOB_STOP_GRACE_S = env_float("AGENTSITE_JOB_STOP_GRACE_S", 5.0)

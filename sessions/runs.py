@@ -35,7 +35,7 @@ from sessions.models import AgentSession, Event, Run
 log = logging.getLogger(__name__)
 
 # A running run whose worker has not beaten for this long is presumed lost.
-RUN_STALE_AFTER_S = float(getattr(settings, "AGENTSITE_RUN_STALE_S", 60.0))
+RUN_STALE_AFTER_S = float(settings.AGENTSITE_RUN_STALE_S)
 # A queued run that RQ has not started for this long is handed to RQ again.
 RUN_REQUEUE_AFTER_S = 60.0
 HEARTBEAT_EVERY_S = 5.0
@@ -132,11 +132,14 @@ def run_start(*, run_id: str) -> Claim | None:
         )
         if started != 1:
             return None
-        batch = list(
+        pending = (
             Event.objects.select_for_update()
             .filter(session_id=session_id, pending=True)
             .order_by("seq")
         )
+        # A cap only for comparisons (one run per trigger); normally the batch is everything.
+        limit = settings.AGENTSITE_MAX_BATCH
+        batch = list(pending[:limit] if limit > 0 else pending)
         Event.objects.filter(pk__in=[e.pk for e in batch]).update(
             pending=False, consumed_by_id=run_id
         )
@@ -167,9 +170,7 @@ def run_cancel_requested(*, run_id: str) -> bool:
 
 def run_first_token(*, run_id: str) -> None:
     """Time to first token: set once, the first time the model produced output."""
-    Run.objects.filter(pk=run_id, first_token_at__isnull=True).update(
-        first_token_at=timezone.now()
-    )
+    Run.objects.filter(pk=run_id, first_token_at__isnull=True).update(first_token_at=timezone.now())
 
 
 def _finish(
@@ -224,9 +225,7 @@ def run_complete(*, run_id: str, usage: dict[str, Any]) -> bool:
     )
 
 
-def run_fail(
-    *, run_id: str, code: str, message: str, usage: dict[str, Any] | None = None
-) -> bool:
+def run_fail(*, run_id: str, code: str, message: str, usage: dict[str, Any] | None = None) -> bool:
     """Any live run → failed, with an ``error`` event that says why."""
     return _finish(
         run_id=run_id,
@@ -255,9 +254,7 @@ def run_request_cancel(*, run_id: str) -> str:
         run_id=run_id
     ):
         return Run.Status.CANCELLED
-    if Run.objects.filter(pk=run_id, status=Run.Status.RUNNING).update(
-        cancel_requested_at=now
-    ):
+    if Run.objects.filter(pk=run_id, status=Run.Status.RUNNING).update(cancel_requested_at=now):
         return "cancelling"
     status = Run.objects.filter(pk=run_id).values_list("status", flat=True).first()
     if status is None:
