@@ -67,6 +67,13 @@ class RunTestsInput(BaseModel):
         workspace_path(value.partition("::")[0] or ".")
         return value
 
+    @field_validator("keyword")
+    @classmethod
+    def keyword_is_not_an_option(cls, value: str | None) -> str | None:
+        if value is not None and value.lstrip().startswith("-"):
+            raise ValueError("the keyword expression may not start with '-'")
+        return value
+
 
 class Tally:
     """Counts and failures of one run, built from the plugin's records."""
@@ -80,7 +87,7 @@ class Tally:
         self.exitstatus: int | None = None
 
     def add_failure(self, record: dict[str, Any]) -> None:
-        path = record["nodeid"].split("::", 1)[0]
+        path = record["nodeid"].split("::", 1)[0] or "."
         if path not in self.failing_files:
             self.failing_files.append(path)
         if len(self.failures) >= MAX_FAILURES_LISTED:
@@ -238,7 +245,12 @@ def run_tests(args: Any, ctx: ToolContext) -> dict[str, Any]:
             finally:
                 stop_process_group(proc)
         returncode = proc.returncode
-        if tally.exitstatus is None or tally.exitstatus in (3, 4):
+        if tally.exitstatus is None:
+            raise RuntimeError(
+                f"pytest ended before finishing the run (exit code {returncode}): "
+                f"{output_tail(log_path)}"
+            )
+        if tally.exitstatus in (3, 4):
             raise RuntimeError(
                 f"pytest could not run (exit code {returncode}): {output_tail(log_path)}"
             )

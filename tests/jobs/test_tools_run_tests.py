@@ -127,6 +127,19 @@ def test_a_symlink_out_of_the_workspace_is_refused(tmp_path: Path) -> None:
             RUN_TESTS.validate({"path": "escape/tests"})
 
 
+def test_a_keyword_cannot_smuggle_in_an_option() -> None:
+    with pytest.raises(ValidationError, match="may not start with '-'"):
+        RUN_TESTS.validate({"keyword": "--pdb"})
+
+
+def test_a_run_that_dies_midway_is_an_error(tmp_path: Path) -> None:
+    (tmp_path / "test_exit.py").write_text("import os\n\ndef test_exit():\n    os._exit(3)\n")
+
+    with override_settings(AGENTSITE_WORKSPACE=tmp_path):
+        with pytest.raises(RuntimeError, match="pytest ended before finishing the run"):
+            RUN_TESTS.run({}, LocalToolContext())
+
+
 def test_a_missing_path_is_refused() -> None:
     with pytest.raises(ValidationError, match="does not exist"):
         RUN_TESTS.validate({"path": "tests/test_nothing_here.py"})
