@@ -14,6 +14,10 @@
     return text.replace(/[&<>"']/g, (c) => ESCAPES[c]);
   }
 
+  function unescapeHtml(html) {
+    return html.replace(/&(amp|lt|gt|quot|#39);/g, (m, name) => ({ amp: "&", lt: "<", gt: ">", quot: '"', "#39": "'" })[name]);
+  }
+
   function safeUrl(raw) {
     const url = raw.trim();
     return /^(https?:\/\/|mailto:)/i.test(url) ? url : null;
@@ -27,7 +31,7 @@
         if (i % 2 === 1) return "<code>" + escapeHtml(part.slice(1, -1)) + "</code>";
         let html = escapeHtml(part);
         html = html.replace(/\[([^\]\n]+)\]\(([^)\s]+)\)/g, (whole, label, href) => {
-          const url = safeUrl(href.replace(/&amp;/g, "&"));
+          const url = safeUrl(unescapeHtml(href));
           return url
             ? '<a href="' + escapeHtml(url) + '" rel="noopener noreferrer nofollow" target="_blank">' + label + "</a>"
             : whole;
