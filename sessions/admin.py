@@ -1,8 +1,13 @@
 from __future__ import annotations
 
-from django.contrib import admin
+from typing import Any
+
+from django.contrib import admin, messages
+from django.db.models import QuerySet
+from django.http import HttpRequest
 
 from sessions.models import AgentSession, Event, Run
+from sessions.runs import run_request_cancel
 
 
 @admin.register(AgentSession)
@@ -41,10 +46,32 @@ class EventAdmin(admin.ModelAdmin):
         return False  # the log is append-only through event_append
 
 
+@admin.action(description="Interrupt the selected runs")
+def runs_interrupt(modeladmin: Any, request: HttpRequest, queryset: QuerySet[Run]) -> None:
+    # Through the run lifecycle, like every other status change.
+    reached = [
+        run_request_cancel(run_id=run_id) for run_id in queryset.values_list("id", flat=True)
+    ]
+    modeladmin.message_user(
+        request, f"{len(reached)} run(s): {', '.join(sorted(set(reached)))}", messages.INFO
+    )
+
+
 @admin.register(Run)
 class RunAdmin(admin.ModelAdmin):
-    list_display = ["id", "session", "owner", "status", "batch_size", "created_at", "finished_at"]
+    list_display = [
+        "id",
+        "session",
+        "owner",
+        "status",
+        "batch_size",
+        "time_to_first_token_ms",
+        "decision_ms",
+        "created_at",
+        "finished_at",
+    ]
     list_filter = ["status"]
+    actions = [runs_interrupt]
     search_fields = ["id", "session__id", "owner__username"]
     readonly_fields = [
         "id",
