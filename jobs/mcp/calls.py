@@ -112,7 +112,7 @@ def legacy_task_list(*, owner: AbstractBaseUser, cursor: str | None) -> dict[str
     """One page of the owner's tasks, newest first; the cursor is an opaque offset."""
     offset = _offset(cursor)
     jobs = list(
-        Job.objects.filter(owner=owner).order_by("-created_at", "-id")[
+        Job.objects.filter(owner_id=owner.pk).order_by("-created_at", "-id")[
             offset : offset + TASKS_PAGE_SIZE + 1
         ]
     )
@@ -125,12 +125,12 @@ def legacy_task_list(*, owner: AbstractBaseUser, cursor: str | None) -> dict[str
 
 
 def owned_task_ids(*, owner: AbstractBaseUser, task_ids: list[str]) -> list[str]:
-    found = set(Job.objects.filter(owner=owner, id__in=task_ids).values_list("id", flat=True))
+    found = set(Job.objects.filter(owner_id=owner.pk, id__in=task_ids).values_list("id", flat=True))
     return [task_id for task_id in task_ids if task_id in found]
 
 
 def jobs_by_id(*, owner: AbstractBaseUser, task_ids: list[str]) -> dict[str, Job]:
-    return {job.id: job for job in Job.objects.filter(owner=owner, id__in=task_ids)}
+    return {job.id: job for job in Job.objects.filter(owner_id=owner.pk, id__in=task_ids)}
 
 
 def _offset(cursor: str | None) -> int:

@@ -155,7 +155,7 @@ def rejected_input_result(exc: calls.ToolInputRejected) -> types.CallToolResult:
 
 
 def tool_listing(tool: registry.Tool) -> types.Tool:
-    support = "required" if tool.kind == "async" else "forbidden"
+    support: Literal["required", "forbidden"] = "required" if tool.kind == "async" else "forbidden"
     return types.Tool(
         name=tool.name,
         description=tool.description,
@@ -249,7 +249,9 @@ async def push_legacy_task_status(
             if mapping.observed_state(job) == announced:
                 continue
             params = types.TaskStatusNotificationParams.model_validate(mapping.legacy_task_doc(job))
-            await ctx.session.send_notification(types.TaskStatusNotification(params=params))
+            # Task notifications are outside the SDK's core union; the session sends any model.
+            notification = types.TaskStatusNotification(params=params)
+            await ctx.session.send_notification(notification)  # type: ignore[arg-type]
     except Exception:  # the session went away; the task itself is unaffected
         logger.debug("stopped pushing status of %s", task_id, exc_info=True)
 
@@ -339,7 +341,10 @@ async def subscriptions_listen(
                     {**mapping.task_doc(job), "_meta": meta}
                 )
             )
-            await ctx.session.send_notification(notification, related_request_id=ctx.request_id)
+            await ctx.session.send_notification(
+                notification,  # type: ignore[arg-type]
+                related_request_id=ctx.request_id,
+            )
     if any(other_kinds.values()) or task_ids is None:
         await anyio.sleep_forever()
     return types.SubscriptionsListenResult(_meta=meta)

@@ -96,6 +96,13 @@ class TasksExtension(ClientExtension):
         return types.CallToolResult.model_validate(task["result"])
 
 
+async def start_task(client: Client, tool: str, arguments: dict[str, Any]) -> CreateTaskResult:
+    """``tools/call`` of an async tool, keeping the ``CreateTaskResult`` instead of resolving it."""
+    created = await client.session.call_tool(tool, arguments, allow_claimed=True)
+    assert isinstance(created, CreateTaskResult), created
+    return created
+
+
 async def get_task(session: Any, task_id: str) -> dict[str, Any]:
     result = await session.send_request(GetTask(params=TaskIdParams(task_id=task_id)), AnyResult)
     return result.model_dump(by_alias=True, exclude_none=True)  # type: ignore[no-any-return]

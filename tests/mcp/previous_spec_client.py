@@ -1,3 +1,5 @@
+# mypy: ignore-errors
+# (This file runs under the mcp 1.x SDK; the project's type checking sees 2.x.)
 """Drives agentsite's MCP endpoint with the experimental tasks client of the mcp 1.x SDK.
 
 Runs inside its own virtual environment (the 1.x and 2.x SDKs cannot share one),

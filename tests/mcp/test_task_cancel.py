@@ -8,7 +8,14 @@ from typing import Any
 import anyio
 import pytest
 
-from tests.mcp.client import TasksExtension, cancel_task, connect, get_task, wait_for_terminal
+from tests.mcp.client import (
+    TasksExtension,
+    cancel_task,
+    connect,
+    get_task,
+    start_task,
+    wait_for_terminal,
+)
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -20,7 +27,7 @@ def test_cancelling_a_running_task_ends_it_cancelled(
 
     async def scenario() -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
         async with connect(served, token, extensions=[TasksExtension()]) as client:
-            created = await client.session.call_tool("mcp_nap", {"seconds": 60}, allow_claimed=True)
+            created = await start_task(client, "mcp_nap", {"seconds": 60})
             with anyio.fail_after(30):
                 while True:
                     running = await get_task(client.session, created.task_id)
@@ -46,7 +53,7 @@ def test_cancelling_a_task_that_already_completed_leaves_it_completed(
 
     async def scenario() -> tuple[dict[str, Any], dict[str, Any]]:
         async with connect(served, token, extensions=[TasksExtension()]) as client:
-            created = await client.session.call_tool("mcp_nap", {"seconds": 0}, allow_claimed=True)
+            created = await start_task(client, "mcp_nap", {"seconds": 0})
             await wait_for_terminal(client.session, created.task_id)
             ack = await cancel_task(client.session, created.task_id)
             return ack, await get_task(client.session, created.task_id)

@@ -13,6 +13,7 @@ from tests.mcp.client import (
     TasksExtension,
     connect,
     listen_to_tasks,
+    start_task,
     wait_for_terminal,
 )
 
@@ -27,9 +28,7 @@ def test_an_async_tool_becomes_a_task_that_completes_with_its_result_inline(
 
     async def scenario() -> tuple[Any, dict[str, Any], dict[str, Any]]:
         async with connect(served, token, extensions=[tasks]) as client:
-            created = await client.session.call_tool(
-                "mcp_nap", {"seconds": 1.0}, allow_claimed=True
-            )
+            created = await start_task(client, "mcp_nap", {"seconds": 1.0})
             assert isinstance(created, CreateTaskResult)
             closed: dict[str, Any] = {}
 
@@ -86,7 +85,7 @@ def test_a_tool_that_raises_ends_failed_with_the_reason(
 
     async def scenario() -> dict[str, Any]:
         async with connect(served, token, extensions=[TasksExtension()]) as client:
-            created = await client.session.call_tool("mcp_broken", {}, allow_claimed=True)
+            created = await start_task(client, "mcp_broken", {})
             return await wait_for_terminal(client.session, created.task_id)
 
     final = anyio.run(scenario)

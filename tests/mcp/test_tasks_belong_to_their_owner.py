@@ -15,6 +15,7 @@ from tests.mcp.client import (
     connect,
     get_task,
     listen_to_tasks,
+    start_task,
     wait_for_terminal,
 )
 
@@ -28,7 +29,7 @@ def test_another_users_task_is_not_found(
 
     async def scenario() -> tuple[list[MCPError], dict[str, Any], dict[str, Any]]:
         async with connect(served, alice, extensions=[TasksExtension()]) as client:
-            created = await client.session.call_tool("mcp_nap", {"seconds": 0}, allow_claimed=True)
+            created = await start_task(client, "mcp_nap", {"seconds": 0})
             task_id = created.task_id
         errors: list[MCPError] = []
         tasks = TasksExtension()
