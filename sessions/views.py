@@ -7,6 +7,7 @@ stream replays.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Any
 
@@ -84,6 +85,20 @@ def owned_job_or_404(request: HttpRequest, job_id: str) -> Job:
     return job
 
 
+def partial_label(item: Any) -> str:
+    """One readable line for a partial result (a test outcome, a crawled page, a section)."""
+    if isinstance(item, dict):
+        name = next(
+            (item[k] for k in ("nodeid", "test", "name", "url", "heading", "title") if item.get(k)),
+            None,
+        )
+        outcome = next((item[k] for k in ("outcome", "status", "result") if k in item), None)
+        if name is not None:
+            return f"{name} — {outcome}" if outcome is not None else str(name)
+    text = json.dumps(item, default=str)
+    return text if len(text) <= 200 else text[:199] + "…"
+
+
 def job_report(job: Job) -> dict[str, str] | None:
     """The markdown report a finished job produced (write_report), if any."""
     result = job.result if job.status == Job.Status.DONE else None
@@ -116,7 +131,12 @@ def job_detail(request: HttpRequest, job_id: str) -> HttpResponse:
     report = job_report(job)
     context = {
         "job": job,
-        "partials": JobChunk.objects.filter(job=job).order_by("index")[:PARTIALS_SHOWN],
+        "partials": [
+            partial_label(item)
+            for item in JobChunk.objects.filter(job=job)
+            .order_by("index")
+            .values_list("item", flat=True)[:PARTIALS_SHOWN]
+        ],
         "report": report,
         "report_html": markdown_html(report["markdown"]) if report else "",
     }

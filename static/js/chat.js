@@ -381,7 +381,7 @@
 
   function partialText(item) {
     if (item && typeof item === "object") {
-      const name = item.nodeid || item.test || item.name || item.url || item.title;
+      const name = item.nodeid || item.test || item.name || item.url || item.heading || item.title;
       const outcome = item.outcome || item.status || item.result;
       if (name) return outcome !== undefined ? name + " — " + outcome : String(name);
       if (item.summary) return item.summary;
