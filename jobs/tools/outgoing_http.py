@@ -3,18 +3,26 @@
 httpx is never allowed to follow redirects by itself: each Location is checked
 with ``jobs.addresses.check_url`` before it is requested, so a public page
 cannot bounce a request onto a private or loopback address.
+
+The connection goes to the address that was checked, not to whatever a second
+DNS lookup returns: otherwise a name that resolves to a public address for the
+check and to 127.0.0.1 a moment later (DNS rebinding) would get through. The
+request names the checked IP; the Host header and TLS SNI keep the hostname.
 """
 
 from __future__ import annotations
 
+import ipaddress
 import time
 from dataclasses import dataclass, field
 from email.message import Message
-from urllib.parse import urljoin, urlsplit
+from typing import Any
+from urllib.parse import urljoin, urlsplit, urlunsplit
 
 import httpx
+from django.conf import settings
 
-from jobs.addresses import check_url
+from jobs.addresses import check_url, resolve
 
 USER_AGENT = "agentsite/0.1 (+https://github.com/agentsite)"
 MAX_REDIRECTS = 5
@@ -51,8 +59,38 @@ class Fetched:
 
 def http_client() -> httpx.Client:
     # trust_env=False: a proxy from the environment would resolve names itself,
-    # making the address check meaningless.
-    return httpx.Client(headers={"User-Agent": USER_AGENT}, trust_env=False)
+    # making the address check meaningless. No keep-alive: a pooled connection
+    # to one IP must not carry a request meant for another hostname's TLS session.
+    return httpx.Client(
+        headers={"User-Agent": USER_AGENT},
+        trust_env=False,
+        limits=httpx.Limits(max_keepalive_connections=0),
+    )
+
+
+def is_ip_literal(host: str) -> bool:
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return True
+
+
+def pinned_request(url: str) -> tuple[str, dict[str, str], dict[str, Any]]:
+    """Check ``url`` and return (URL to request, extra headers, request extensions)."""
+    check_url(url)
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    if is_ip_literal(host) or host in settings.AGENTSITE_ALLOWED_PRIVATE_HOSTS:
+        return url, {}, {}
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    address = resolve(host, port)[0].split("%", 1)[0]
+    literal = f"[{address}]" if ":" in address else address
+    netloc = f"{literal}:{parts.port}" if parts.port else literal
+    pinned = urlunsplit((parts.scheme, netloc, parts.path, parts.query, ""))
+    check_url(pinned)  # the address this request will really reach
+    host_header = f"{host}:{parts.port}" if parts.port else host
+    return pinned, {"Host": host_header}, {"sni_hostname": host}
 
 
 def is_redirect(response: httpx.Response) -> bool:
@@ -72,20 +110,32 @@ def fetch_checked(
     redirects: list[str] = []
     current = url
     for _ in range(MAX_REDIRECTS + 1):
-        check_url(current)
+        target_url, headers, extensions = pinned_request(current)
         left = timeout_s - (time.monotonic() - started)
         if left <= 0:
             raise FetchFailed(f"no complete response within {timeout_s:g} s")
         try:
-            with client.stream("GET", current, timeout=left, follow_redirects=False) as response:
+            with client.stream(
+                "GET",
+                target_url,
+                headers=headers,
+                extensions=extensions,
+                timeout=left,
+                follow_redirects=False,
+            ) as response:
                 if is_redirect(response):
                     target = urljoin(current, response.headers["location"]).split("#", 1)[0]
                     redirects.append(target)
                     if same_host is not None and urlsplit(target).netloc.lower() != same_host:
                         return Fetched(
-                            current, response.status_code, response.headers, b"", False,
-                            redirects, redirect_not_followed=target,
-                        )  # fmt: skip
+                            url=current,
+                            status=response.status_code,
+                            headers=response.headers,
+                            body=b"",
+                            truncated=False,
+                            redirects=redirects,
+                            redirect_not_followed=target,
+                        )
                     current = target
                     continue
                 body, truncated = read_capped(response, max_bytes, started + timeout_s)

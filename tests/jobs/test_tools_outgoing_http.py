@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -11,6 +12,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
+from jobs import addresses
 from jobs.addresses import AddressRefused
 from jobs.registry import ToolCancelled
 from jobs.tools.context import LocalToolContext
@@ -131,6 +133,31 @@ def test_http_get_refuses_a_redirect_to_an_internal_address(site: Any) -> None:
 def test_http_get_refuses_internal_addresses_up_front(url: str) -> None:
     with pytest.raises(ValidationError):
         HTTP_GET.validate({"url": url})
+
+
+def test_http_get_connects_to_the_address_it_checked(
+    site: Any, monkeypatch: pytest.MonkeyPatch, settings: Any
+) -> None:
+    """DNS rebinding: the check's lookup says public, a later lookup says loopback."""
+    settings.AGENTSITE_ALLOWED_PRIVATE_HOSTS = []
+    real_resolve = addresses.resolve
+    real_getaddrinfo = socket.getaddrinfo
+
+    def resolve_seen_by_the_check(host: str, port: int) -> list[str]:
+        return ["93.184.216.34"] if host == "rebind.test" else real_resolve(host, port)
+
+    def getaddrinfo_later(host: Any, port: Any, *args: Any, **kwargs: Any) -> Any:
+        if host == "rebind.test":
+            return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", ("127.0.0.1", port))]
+        return real_getaddrinfo(host, port, *args, **kwargs)
+
+    monkeypatch.setattr(addresses, "resolve", resolve_seen_by_the_check)
+    monkeypatch.setattr(socket, "getaddrinfo", getaddrinfo_later)
+    url = f"http://rebind.test:{site.server_address[1]}/a"
+
+    with pytest.raises(AddressRefused, match=r"127\.0\.0\.1"):
+        HTTP_GET.run({"url": url}, LocalToolContext())
+    assert site.requested == []
 
 
 def test_http_get_gives_up_on_a_slow_server(site: Any) -> None:
