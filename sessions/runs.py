@@ -214,7 +214,8 @@ def _after_run(*, session_id: str, ended_status: str) -> None:
     if ended_status == Run.Status.CANCELLED:
         # Interrupted: whatever is still pending waits for the next trigger.
         session = AgentSession.objects.get(pk=session_id)
-        _set_state(session, AgentSession.State.IDLE)
+        running = Run.objects.filter(session_id=session_id, status=Run.Status.RUNNING).exists()
+        _set_state(session, AgentSession.State.RUNNING if running else AgentSession.State.IDLE)
         return
     run_route(session_id=session_id)
 

@@ -115,7 +115,9 @@ def plan_reply(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> P
     last = messages[-1] if messages else {"role": "user", "content": ""}
     blocks = content_blocks(last)
     results = [b for b in blocks if b.get("type") == "tool_result"]
-    if results:
+    fresh = [b for b in blocks if b.get("type") == "text"]
+    # Results alone are a follow-up call; results closed before new input are history.
+    if results and not fresh:
         return explain_results(results, tool_uses(messages), jobs)
     plan = Plan()
     tool_names = {t["name"] for t in tools}

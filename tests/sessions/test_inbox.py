@@ -72,3 +72,21 @@ def test_cancelling_a_running_run_asks_its_worker(user: Any) -> None:
     assert run_request_cancel(run_id=run.id) == "cancelling"
     run.refresh_from_db()
     assert run.cancel_requested_at is not None and run.status == Run.Status.RUNNING
+
+
+def test_cancelling_the_queued_run_behind_a_running_one_keeps_the_session_running(
+    user: Any,
+) -> None:
+    session = session_create(owner=user)
+    _, first = message_post(session=session, text="one")
+    run_start(run_id=first.id)
+    _, second = message_post(session=session, text="two")
+    assert run_request_cancel(run_id=second.id) == "cancelled"
+    session.refresh_from_db()
+    assert session.state == AgentSession.State.RUNNING
+    # The message the cancelled run would have taken waits for the next run.
+    assert Event.objects.get(session=session, pending=True).payload == {"text": "two"}
+    run_complete(run_id=first.id, usage={})
+    _, third = message_post(session=session, text="three")
+    claim = run_start(run_id=third.id)
+    assert claim is not None and [e.payload["text"] for e in claim.batch] == ["two", "three"]

@@ -136,3 +136,14 @@ def test_it_streams_small_pieces_and_the_same_reply_every_time() -> None:
     assert len(deltas) > 10 and "".join(d.text for d in deltas) == HELP
     assert isinstance(first[-1], Finish) and first[-1].stop_reason == "end_turn"
     assert not any(isinstance(i, ToolUse) for i in first)
+
+
+def test_new_input_after_closed_tool_results_is_answered() -> None:
+    closed = {
+        "role": "user",
+        "content": [
+            {"type": "tool_result", "tool_use_id": "c9", "content": "No result", "is_error": True},
+            {"type": "text", "text": "run the tests"},
+        ],
+    }
+    assert calls([closed]) == [("start_run_tests", {})]
