@@ -18,6 +18,7 @@ from jobs.tools.outgoing_http import (
     FetchFailed,
     fetch_checked,
     http_client,
+    is_ip_literal,
 )
 from jobs.tools.running import seconds_left, sleep_unless_cancelled, stop_requested, tool_input
 
@@ -45,10 +46,21 @@ class CrawlSiteInput(BaseModel):
     @field_validator("url")
     @classmethod
     def url_is_allowed(cls, value: str) -> str:
-        try:
-            return check_url(normalized(value))
-        except AddressRefused as exc:
-            raise ValueError(str(exc)) from exc
+        """Refuse what can be refused without DNS; names are checked when the crawl runs.
+
+        A job may start long after it was created (``depends_on``), and whether a
+        name resolves then is what matters; a DNS hiccup is no argument error.
+        """
+        url = normalized(value)
+        parts = urlsplit(url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError("the URL must be an http or https URL with a host")
+        if is_ip_literal(parts.hostname):
+            try:
+                check_url(url)
+            except AddressRefused as exc:
+                raise ValueError(str(exc)) from exc
+        return url
 
 
 def normalized(url: str) -> str:
@@ -148,7 +160,7 @@ def crawl_page(client: httpx.Client, url: str, host: str, timeout_s: float) -> d
 
 def crawl_site(args: Any, ctx: ToolContext) -> dict[str, Any]:
     params = tool_input(CrawlSiteInput, args)
-    start = params.url
+    start = check_url(params.url)  # raises AddressRefused: the job fails with the reason
     host = urlsplit(start).netloc
     pages: list[dict[str, Any]] = []
     blocked: list[str] = []
