@@ -87,7 +87,10 @@ class ScriptedModel:
         conn = _redis()
         conn.rpush(_key(self.key, "requests"), json.dumps(request, default=str))
         raw = conn.lpop(_key(self.key, "responses"))
-        return json.loads(raw) if raw else {"text": NO_MORE}
+        if not isinstance(raw, bytes | str):
+            return {"text": NO_MORE}
+        response: dict[str, Any] = json.loads(raw)
+        return response
 
     async def _wait(self, gate: str) -> None:
         conn = _redis()
