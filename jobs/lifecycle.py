@@ -21,13 +21,12 @@ from datetime import timedelta
 from typing import Any
 
 import django_rq
-from asgiref.sync import async_to_sync
-from channels.layers import get_channel_layer
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
 from jobs.groups import cancel_key, job_group, owner_jobs_group
+from jobs.live import group_send, redis_connection
 from jobs.models import Job, JobChunk, JobEvent
 
 log = logging.getLogger(__name__)
@@ -66,7 +65,8 @@ def _transition(
         job = Job.objects.get(id=job_id)
         job_publish(job, event)
         if job.is_terminal:
-            transaction.on_commit(lambda: dependents_release(job_id=job_id))
+            # In the same transaction: a final state and its consequences commit together.
+            dependents_release(job_id=job_id, status=str(job.status))
     return job
 
 
@@ -91,9 +91,10 @@ def _finish(
     )
 
 
-def job_start(*, job_id: str, worker_name: str = "") -> Job:
+def job_start(*, job_id: str, worker_name: str = "", timeout_s: float | None = None) -> Job:
     now = timezone.now()
-    timeout_s = Job.objects.filter(id=job_id).values_list("timeout_s", flat=True).first()
+    if timeout_s is None:
+        timeout_s = Job.objects.filter(id=job_id).values_list("timeout_s", flat=True).first()
     return _transition(
         job_id,
         sources=[S.QUEUED],
@@ -128,7 +129,7 @@ def job_partial(*, job_id: str, index: int, item: Any) -> JobChunk:
             raise JobTransitionError(job_id, "partial", current)
         chunk = JobChunk.objects.create(job_id=job_id, index=index, item=item)
         message = {"type": "job.partial", "job_id": job_id, "index": index, "item": item}
-        transaction.on_commit(lambda: _group_send([job_group(job_id)], message))
+        transaction.on_commit(lambda: group_send([job_group(job_id)], message))
     return chunk
 
 
@@ -188,7 +189,7 @@ def job_request_cancel(*, job_id: str) -> str:
         Job.objects.filter(id=job_id, status=S.RUNNING, cancel_requested_at__isnull=True).update(
             cancel_requested_at=timezone.now()
         )
-        django_rq.get_connection("tools").set(cancel_key(job_id), "1", ex=CANCEL_KEY_TTL_S)
+        redis_connection().set(cancel_key(job_id), "1", ex=CANCEL_KEY_TTL_S)
         status = Job.objects.filter(id=job_id).values_list("status", flat=True).first()
         return "cancelling" if status == S.RUNNING else str(status)
 
@@ -206,7 +207,7 @@ def job_enqueue(*, job_id: str) -> bool:
 
 
 def _rq_enqueue(job_id: str, timeout_s: float) -> None:
-    queue = django_rq.get_queue("tools")
+    queue = django_rq.get_queue("tools", connection=redis_connection())
     # RQ's own timeout is only the last resort, after the runner's deadline and grace.
     hard_timeout = int(timeout_s + 2 * settings.AGENTSITE_JOB_STOP_GRACE_S + 60)
     queue.enqueue(
@@ -223,25 +224,24 @@ def _rq_forget(job_id: str) -> None:
     from rq.job import Job as RqJob
 
     try:
-        django_rq.get_queue("tools").remove(job_id)
-        RqJob.fetch(job_id, connection=django_rq.get_connection("tools")).cancel()
+        django_rq.get_queue("tools", connection=redis_connection()).remove(job_id)
+        RqJob.fetch(job_id, connection=redis_connection()).cancel()
     except Exception:
         log.debug("RQ job %s not removed", job_id, exc_info=True)
 
 
-def dependents_release(*, job_id: str) -> None:
-    """After ``job_id`` ended: fail dependents if it did not succeed, start the ready ones."""
-    job = Job.objects.filter(id=job_id).first()
-    if job is None:
-        return
-    waiting = job.dependents.filter(status=S.QUEUED, enqueued_at__isnull=True)
-    for dependent in waiting.values_list("id", flat=True):
-        if job.status != S.DONE:
+def dependents_release(*, job_id: str, status: str) -> None:
+    """After ``job_id`` ended ``status``: fail its dependents, or start the ready ones."""
+    waiting = Job.objects.filter(
+        depends_on__id=job_id, status=S.QUEUED, enqueued_at__isnull=True
+    ).values_list("id", flat=True)
+    for dependent in waiting:
+        if status != S.DONE:
             try:
                 job_fail(
                     job_id=dependent,
                     code="dependency_failed",
-                    message=f"dependency {job_id} ended {job.status}",
+                    message=f"dependency {job_id} ended {status}",
                 )
             except JobTransitionError:
                 pass
@@ -290,7 +290,8 @@ def job_event_payload(job: Job, event: str) -> dict[str, Any]:
         "progress": {"fraction": job.progress_fraction, "message": job.progress_message},
         "summary": job_summary(job),
         "error": job_error(job),
-        "partial_count": job.chunks.count(),
+        # Nothing can have been appended before the job started.
+        "partial_count": 0 if event in {"job_queued", "job_started"} else job.chunks.count(),
     }
 
 
@@ -309,7 +310,7 @@ def job_publish(job: Job, event: str) -> None:
 
     message = {"type": "job.update", "job": job_status_doc(job), "event": event}
     groups = [job_group(job.id), owner_jobs_group(job.owner_id)]
-    transaction.on_commit(lambda: _group_send(groups, message))
+    transaction.on_commit(lambda: group_send(groups, message))
     if job.is_terminal and job.callback_url:
         from jobs.webhooks import webhook_delivery_create
 
@@ -333,25 +334,9 @@ def _session_publish(session_id: str, event: str, payload: dict[str, Any]) -> No
     event_append(session_id=session_id, kind="job_event", payload=payload, pending=False)
 
 
-def _group_send(groups: list[str], message: dict[str, Any]) -> None:
-    """Notify live listeners; the database already holds the truth, so failures only log."""
-    layer = get_channel_layer()
-    if layer is None:
-        return
-
-    async def send_all() -> None:
-        for group in groups:
-            await layer.group_send(group, message)
-
-    try:
-        async_to_sync(send_all)()
-    except Exception:
-        log.warning("could not publish %s to %s", message.get("type"), groups, exc_info=True)
-
-
 def chunk_count(job_id: str) -> int:
     return JobChunk.objects.filter(job_id=job_id).count()
 
 
 def cancel_requested(job_id: str) -> bool:
-    return bool(django_rq.get_connection("tools").exists(cancel_key(job_id)))
+    return bool(redis_connection().exists(cancel_key(job_id)))

@@ -27,14 +27,14 @@ import time
 from datetime import datetime, timedelta
 from typing import Any
 
-import django_rq
 from django.conf import settings
 from django.db import connections
 from django.utils import timezone
 
-from jobs import lifecycle
+from jobs import lifecycle, live
 from jobs.groups import cancel_key
 from jobs.lifecycle import JobTransitionError
+from jobs.live import redis_connection
 from jobs.models import Job
 from jobs.registry import ToolCancelled, get_tool
 
@@ -60,6 +60,7 @@ def connections_detach_inherited() -> None:
 
 def run_job(job_id: str) -> None:
     """RQ entry point on queue ``tools`` (the RQ job id is ``job_id``)."""
+    live.warm_up()
     connections_detach_inherited()
     try:
         JobExecution(job_id).run()
@@ -151,7 +152,7 @@ class Heartbeat(threading.Thread):
         self.finished = threading.Event()
         self.stop_signalled_at: float | None = None
         self.forced = False
-        self.redis = django_rq.get_connection("tools")
+        self.redis = redis_connection()
 
     def run(self) -> None:
         last_beat = time.monotonic()
@@ -211,7 +212,7 @@ def stop_horse(job_id: str) -> None:
     from rq.command import send_stop_job_command
 
     try:
-        send_stop_job_command(django_rq.get_connection("tools"), job_id)
+        send_stop_job_command(redis_connection(), job_id)
     except Exception:
         log.warning("stop-job command for %s failed", job_id, exc_info=True)
     if os.environ.get("RQ_JOB_ID") == job_id:
@@ -248,6 +249,8 @@ class JobExecution:
         finally:
             heartbeat.finished.set()
             heartbeat.join(timeout=5)
+            if ctx.cancelled:
+                redis_connection().delete(cancel_key(self.job_id))
 
     def execute(self, run: Any, args: Any, ctx: RunnerToolContext) -> None:
         try:
@@ -284,8 +287,6 @@ class JobExecution:
             transition(job_id=self.job_id, **kwargs)
         except JobTransitionError as exc:
             log.info("job %s already ended: %s", self.job_id, exc)
-        finally:
-            django_rq.get_connection("tools").delete(cancel_key(self.job_id))
 
 
 def worker_name() -> str:

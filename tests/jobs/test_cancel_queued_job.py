@@ -8,11 +8,11 @@ from jobs import lifecycle
 from jobs.models import Job, JobEvent
 from tests.jobs.factories import started_job_id
 
-pytestmark = pytest.mark.django_db(transaction=True)
+# Not committed, so the jobs stay queued even while workers run.
+pytestmark = pytest.mark.django_db
 
 
 def test_a_queued_job_is_cancelled_at_once_and_never_starts(api_client: Any) -> None:
-    # No workers: the job stays queued until it is cancelled.
     job_id = started_job_id(api_client, "sleepy", {"seconds": 0.1})
 
     response = api_client.delete(f"/api/jobs/{job_id}")

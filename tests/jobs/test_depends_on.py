@@ -7,11 +7,10 @@ import pytest
 from jobs.models import Job
 from tests.jobs.factories import started_job_id, wait_for_status
 
-pytestmark = pytest.mark.django_db(transaction=True)
-
 FINAL = ("done", "failed", "cancelled", "timed_out")
 
 
+@pytest.mark.django_db(transaction=True)
 def test_a_job_waits_for_its_dependencies_then_runs(api_client: Any, rq_workers: Any) -> None:
     first = started_job_id(api_client, "sleepy", {"seconds": 1, "steps": 4})
     second = started_job_id(api_client, "noop")
@@ -27,6 +26,7 @@ def test_a_job_waits_for_its_dependencies_then_runs(api_client: Any, rq_workers:
     assert status["depends_on"] == sorted([first, second])
 
 
+@pytest.mark.django_db(transaction=True)
 def test_a_failed_dependency_fails_the_dependent_naming_it(
     api_client: Any, rq_workers: Any
 ) -> None:
@@ -43,8 +43,9 @@ def test_a_failed_dependency_fails_the_dependent_naming_it(
     assert wait_for_status(chained, *FINAL).error_code == "dependency_failed"
 
 
+@pytest.mark.django_db  # nothing is committed, so no worker takes the jobs
 def test_a_cancelled_dependency_fails_the_dependent(api_client: Any) -> None:
-    waiting_on = started_job_id(api_client, "sleepy")  # no workers: stays queued
+    waiting_on = started_job_id(api_client, "sleepy")
     dependent = started_job_id(api_client, "noop", depends_on=[waiting_on])
 
     api_client.delete(f"/api/jobs/{waiting_on}")
@@ -55,6 +56,7 @@ def test_a_cancelled_dependency_fails_the_dependent(api_client: Any) -> None:
     assert f"dependency {waiting_on} ended cancelled" == job.error_message
 
 
+@pytest.mark.django_db
 def test_depending_on_an_already_failed_job_fails_at_once(api_client: Any) -> None:
     gone = started_job_id(api_client, "sleepy")
     api_client.delete(f"/api/jobs/{gone}")

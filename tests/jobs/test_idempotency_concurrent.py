@@ -24,7 +24,7 @@ def test_twenty_concurrent_starts_with_one_key_create_one_job(api_client: Any) -
             barrier.wait()
             response = client.post(
                 "/api/jobs",
-                {"tool": "sleepy", "args": {"seconds": 1}},
+                {"tool": "noop", "args": {}},
                 content_type="application/json",
                 headers={"Idempotency-Key": "one-key"},
             )

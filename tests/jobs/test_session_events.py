@@ -7,7 +7,8 @@ import pytest
 from sessions.models import AgentSession, Event
 from tests.jobs.factories import started_job_id
 
-pytestmark = pytest.mark.django_db(transaction=True)
+# Not committed, so the jobs stay queued even while workers run.
+pytestmark = pytest.mark.django_db
 
 
 def test_a_session_job_reports_to_the_log_and_its_end_to_the_inbox(

@@ -88,3 +88,7 @@ def failing(args: NoArgs, ctx: ToolContext) -> dict[str, Any]:
 @tool(name="clock", description="A blocking tool: the time.", input_model=NoArgs, kind="blocking")
 def clock(args: NoArgs, ctx: ToolContext) -> dict[str, Any]:
     return {"summary": "tick", "monotonic": time.monotonic()}
+
+
+def raw_noop() -> None:
+    """A plain RQ function that does nothing: the benchmark's baseline."""

@@ -1,0 +1,215 @@
+"""Job API overhead against raw RQ, with the same workers in the same run.
+
+1. raw RQ: enqueue N no-op functions on ``tools`` → finished.
+2. job API: N ``POST /api/jobs`` of the no-op tool → ``done``.
+3. queue wait on an idle worker: one job at a time, time from commit to start.
+
+Prints throughput, latency p50/p95 and queue wait for each, and the ratio of
+throughputs (target ≥ 0.7) and the idle queue wait p95 (target ≤ 100 ms).
+Uses a scratch SQLite database (or BENCH_DATABASE_URL) and REDIS_URL, or an
+embedded Redis when REDIS_URL is unset.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(BASE_DIR))
+
+N_JOBS = int(os.environ.get("BENCH_JOBS", "200"))
+N_WORKERS = int(os.environ.get("BENCH_WORKERS", "2"))
+N_IDLE = int(os.environ.get("BENCH_IDLE_JOBS", "30"))
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+def describe(name: str, count: int, elapsed: float, latency: list[float], wait: list[float]) -> float:
+    rate = count / elapsed
+    print(
+        f"{name:<8} {rate:8.1f} jobs/s  latency p50 {1000 * statistics.median(latency):6.1f} ms"
+        f"  p95 {1000 * percentile(latency, 0.95):6.1f} ms"
+        f"  queue wait p50 {1000 * statistics.median(wait):6.1f} ms"
+        f"  p95 {1000 * percentile(wait, 0.95):6.1f} ms"
+    )
+    return rate
+
+
+def prepare_environment(scratch: Path) -> list[subprocess.Popen[bytes]]:
+    owned: list[subprocess.Popen[bytes]] = []
+    if not os.environ.get("REDIS_URL"):
+        from agentsite.embedded_redis import start_embedded_redis
+
+        process, url = start_embedded_redis(scratch / "redis")
+        owned.append(process)
+        os.environ["REDIS_URL"] = url
+    os.environ["DATABASE_URL"] = os.environ.get(
+        "BENCH_DATABASE_URL", f"sqlite:///{scratch / 'bench.sqlite3'}"
+    )
+    os.environ["AGENTSITE_REDIS_PREFIX"] = f"bench-{os.getpid()}"
+    os.environ["AGENTSITE_EXTRA_TOOLS"] = "tests.jobs.tools_for_tests"
+    os.environ["DJANGO_SETTINGS_MODULE"] = "agentsite.settings"
+    os.environ.setdefault("LOG_LEVEL", "WARNING")
+    return owned
+
+
+def start_workers(scratch: Path) -> list[subprocess.Popen[bytes]]:
+    from django.conf import settings
+
+    log = open(scratch / "workers.log", "ab")  # noqa: SIM115 - lives as long as the workers
+    return [
+        subprocess.Popen(
+            [sys.executable, str(settings.BASE_DIR / "manage.py"), "rqworker", "tools", "-v", "0"],
+            cwd=settings.BASE_DIR,
+            env=dict(os.environ),
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        for _ in range(N_WORKERS)
+    ]
+
+
+def wait_for_workers() -> None:
+    import django_rq
+    from rq import Worker
+
+    queue = django_rq.get_queue("tools")
+    deadline = time.monotonic() + 30
+    while len(Worker.all(queue=queue)) < N_WORKERS:
+        if time.monotonic() > deadline:
+            raise SystemExit("workers did not start")
+        time.sleep(0.1)
+
+
+def bench_raw_rq(count: int) -> float:
+    import django_rq
+    from rq.job import Job as RqJob
+
+    queue = django_rq.get_queue("tools")
+    connection = django_rq.get_connection("tools")
+    start = time.time()
+    ids = [queue.enqueue("tests.jobs.tools_for_tests.raw_noop", result_ttl=600).id for _ in range(count)]
+    pending = set(ids)
+    while pending:
+        jobs = RqJob.fetch_many(list(pending), connection=connection)
+        pending -= {j.id for j in jobs if j is not None and j.get_status() == "finished"}
+        time.sleep(0.02)
+    jobs = [j for j in RqJob.fetch_many(ids, connection=connection) if j is not None]
+    latency = [(j.ended_at - j.enqueued_at).total_seconds() for j in jobs]
+    wait = [(j.started_at - j.enqueued_at).total_seconds() for j in jobs]
+    elapsed = max(j.ended_at.timestamp() for j in jobs) - start
+    return describe("raw RQ", count, elapsed, latency, wait)
+
+
+def post_job(client: Any, key: str) -> tuple[str, float]:
+    posted = time.time()
+    response = client.post(
+        "/api/jobs",
+        {"tool": "noop", "args": {}},
+        content_type="application/json",
+        headers={"Idempotency-Key": key},
+    )
+    assert response.status_code == 202, response.content
+    return str(response.json()["job_id"]), posted
+
+
+def wait_done(ids: list[str]) -> list[Any]:
+    from jobs.models import Job
+
+    while Job.objects.filter(id__in=ids, status__in=["queued", "running"]).exists():
+        time.sleep(0.02)
+    jobs = list(Job.objects.filter(id__in=ids))
+    bad = [j.id for j in jobs if j.status != "done"]
+    if bad:
+        raise SystemExit(f"{len(bad)} jobs did not end done, e.g. {bad[0]}")
+    return jobs
+
+
+def bench_job_api(client: Any, count: int, label: str) -> float:
+    start = time.time()
+    posted = dict(post_job(client, f"{label}-{i}") for i in range(count))
+    jobs = wait_done(list(posted))
+    latency = [j.finished_at.timestamp() - posted[j.id] for j in jobs]
+    wait = [(j.started_at - j.enqueued_at).total_seconds() for j in jobs]
+    elapsed = max(j.finished_at.timestamp() for j in jobs) - start
+    return describe("job API", count, elapsed, latency, wait)
+
+
+def bench_idle_wait(client: Any, count: int) -> float:
+    waits = []
+    for i in range(count):
+        job_id, _ = post_job(client, f"idle-{i}")
+        (job,) = wait_done([job_id])
+        waits.append((job.started_at - job.enqueued_at).total_seconds())
+        time.sleep(0.05)
+    p95 = percentile(waits, 0.95)
+    print(
+        f"idle     queue wait p50 {1000 * statistics.median(waits):6.1f} ms"
+        f"  p95 {1000 * p95:6.1f} ms (target ≤ 100 ms)"
+    )
+    return p95
+
+
+def main() -> int:
+    scratch = Path(tempfile.mkdtemp(prefix="agentsite-bench-"))
+    owned = prepare_environment(scratch)
+    workers: list[subprocess.Popen[bytes]] = []
+    try:
+        import django
+
+        django.setup()
+        from django.core.management import call_command
+        from django.test import Client
+        from django.test.utils import setup_test_environment
+
+        from agentsite.models import ApiToken
+
+        setup_test_environment()
+        call_command("migrate", interactive=False, verbosity=0)
+        from django.contrib.auth import get_user_model
+
+        user = get_user_model().objects.create_user("bench", password="bench-pw-123")
+        _, raw = ApiToken.issue(user=user, name="bench")
+        client = Client(headers={"Authorization": f"Bearer {raw}"})
+        workers = start_workers(scratch)
+        wait_for_workers()
+        print(f"{N_JOBS} no-op jobs, {N_WORKERS} workers, {settings_summary()}")
+        bench_raw_rq(20)  # warm up both paths
+        wait_done([post_job(client, f"warm-{i}")[0] for i in range(20)])
+        raw_rate = bench_raw_rq(N_JOBS)
+        api_rate = bench_job_api(client, N_JOBS, "run")
+        idle_p95 = bench_idle_wait(client, N_IDLE)
+        ratio = api_rate / raw_rate
+        print(f"ratio    job API / raw RQ throughput = {ratio:.2f} (target ≥ 0.70)")
+        print(f"verdict  throughput {'ok' if ratio >= 0.7 else 'BELOW TARGET'}, "
+              f"idle queue wait {'ok' if idle_p95 <= 0.1 else 'ABOVE TARGET'}")
+        return 0
+    finally:
+        for proc in workers + owned:
+            proc.terminate()
+        for proc in workers + owned:
+            try:
+                proc.wait(10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+
+
+def settings_summary() -> str:
+    from django.db import connection
+
+    return f"database {connection.vendor}"
+
+
+if __name__ == "__main__":
+    sys.exit(main())
