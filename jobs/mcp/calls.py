@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser
+from django.db.models import Max, QuerySet
 from mcp_types import INVALID_PARAMS
 
 from jobs import lifecycle, services
@@ -73,9 +74,16 @@ def job_start(
 def task_job(*, owner: AbstractBaseUser, task_id: str) -> Job:
     """The owner's job behind ``task_id``; anyone else's is reported as not found."""
     try:
-        return services.job_get(owner=owner, job_id=task_id)
+        job = services.job_get(owner=owner, job_id=task_id)
     except services.JobRequestError as exc:
         raise McpCallError(INVALID_PARAMS, "Failed to retrieve task: Task not found") from exc
+    job.last_event_at = job.events.aggregate(at=Max("created_at"))["at"]  # type: ignore[attr-defined]
+    return job
+
+
+def owner_jobs(owner: AbstractBaseUser) -> QuerySet[Job]:
+    """The owner's jobs, each with the time of its latest event (progress included)."""
+    return Job.objects.filter(owner_id=owner.pk).annotate(last_event_at=Max("events__created_at"))
 
 
 def task_doc(*, owner: AbstractBaseUser, task_id: str) -> dict[str, Any]:
@@ -91,7 +99,7 @@ def task_cancel(*, owner: AbstractBaseUser, task_id: str) -> Job:
     job = task_job(owner=owner, task_id=task_id)
     if not job.is_terminal:
         lifecycle.job_request_cancel(job_id=job.id)
-        job.refresh_from_db()
+        job = task_job(owner=owner, task_id=task_id)
     return job
 
 
@@ -112,9 +120,7 @@ def legacy_task_list(*, owner: AbstractBaseUser, cursor: str | None) -> dict[str
     """One page of the owner's tasks, newest first; the cursor is an opaque offset."""
     offset = _offset(cursor)
     jobs = list(
-        Job.objects.filter(owner_id=owner.pk).order_by("-created_at", "-id")[
-            offset : offset + TASKS_PAGE_SIZE + 1
-        ]
+        owner_jobs(owner).order_by("-created_at", "-id")[offset : offset + TASKS_PAGE_SIZE + 1]
     )
     page: dict[str, Any] = {
         "tasks": [mapping.legacy_task_doc(job) for job in jobs[:TASKS_PAGE_SIZE]]
@@ -130,7 +136,7 @@ def owned_task_ids(*, owner: AbstractBaseUser, task_ids: list[str]) -> list[str]
 
 
 def jobs_by_id(*, owner: AbstractBaseUser, task_ids: list[str]) -> dict[str, Job]:
-    return {job.id: job for job in Job.objects.filter(owner_id=owner.pk, id__in=task_ids)}
+    return {job.id: job for job in owner_jobs(owner).filter(id__in=task_ids)}
 
 
 def _offset(cursor: str | None) -> int:

@@ -56,7 +56,8 @@ def task_status_message(job: Job) -> str:
 
 
 def last_updated(job: Job) -> datetime:
-    moments = [job.created_at, job.started_at, job.heartbeat_at, job.finished_at]
+    """The latest recorded change; progress counts (it is a job event, not a timestamp column)."""
+    moments = [job.created_at, job.started_at, job.finished_at, getattr(job, "last_event_at", None)]
     return max(m for m in moments if m is not None)
 
 

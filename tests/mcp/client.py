@@ -33,6 +33,8 @@ class CreateTaskResult(types.Result):
     task_id: str
     status: str
     status_message: str | None = None
+    created_at: str
+    last_updated_at: str
     ttl_ms: int | None
     poll_interval_ms: int | None = None
 

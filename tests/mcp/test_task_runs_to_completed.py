@@ -57,7 +57,9 @@ def test_an_async_tool_becomes_a_task_that_completes_with_its_result_inline(
     seen = tasks.notifications_seen
     assert all(n["taskId"] == created.task_id for n in seen)
     working = [n for n in seen if n["status"] == "working"]
-    assert any(n["statusMessage"].startswith("napped ") for n in working)
+    progress = [n for n in working if n["statusMessage"].startswith("napped ")]
+    assert progress
+    assert progress[-1]["lastUpdatedAt"] > created.created_at  # progress is an update
     assert seen[-1]["status"] == "completed"
     assert seen[-1]["result"] == final["result"]
     assert closed["resultType"] == "complete"
