@@ -19,11 +19,10 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from django.conf import settings
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from jobs.registry import ToolCancelled, ToolContext, tool
-from jobs.tools.running import stop_requested, tool_input
+from jobs.tools.running import stop_requested, tool_input, tool_setting
 from jobs.tools.workspace_paths import workspace_path, workspace_relative, workspace_root
 
 PLUGIN_DIR = Path(__file__).resolve().parent / "pytest_plugin"
@@ -164,7 +163,7 @@ def subprocess_env(report_path: Path) -> dict[str, str]:
 def pytest_argv(args: RunTestsInput, root: Path, scratch: Path) -> list[str]:
     file_part, separator, rest = args.path.partition("::")
     target = workspace_relative(workspace_path(file_part or ".")) + separator + rest
-    python = getattr(settings, "AGENTSITE_WORKSPACE_PYTHON", "") or sys.executable
+    python = tool_setting("AGENTSITE_WORKSPACE_PYTHON", sys.executable)
     argv = [python, "-m", "pytest", "-p", PLUGIN_NAME, "-p", "no:cacheprovider"]
     argv += ["-q", "--color=no", f"--rootdir={root}"]
     if not any((root / name).is_file() for name in CONFIG_FILES):

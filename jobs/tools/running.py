@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import os
 import time
 from typing import Any, TypeVar
 
+from django.conf import settings
 from django.utils import timezone
 from pydantic import BaseModel
 
@@ -20,6 +22,14 @@ def tool_input(model: type[InputT], args: Any) -> InputT:
     if isinstance(args, BaseModel):
         args = args.model_dump()
     return model.model_validate(args)
+
+
+def tool_setting(name: str, default: str) -> str:
+    """A tool setting: the Django setting when defined, else the environment variable."""
+    value = getattr(settings, name, None)
+    if value is None:
+        value = os.environ.get(name) or default
+    return str(value)
 
 
 def seconds_left(ctx: ToolContext) -> float | None:

@@ -16,7 +16,7 @@ from django.conf import settings
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from jobs.registry import ToolContext, tool
-from jobs.tools.running import sleep_unless_cancelled, tool_input
+from jobs.tools.running import sleep_unless_cancelled, tool_input, tool_setting
 
 MAX_SOURCES = 20
 MAX_TABLE_ROWS = 50
@@ -244,7 +244,7 @@ def write_report(args: Any, ctx: ToolContext) -> dict[str, Any]:
     sources = sources_load(params.source_job_ids, ctx.owner_id)
     model_name = session_model_name(ctx.session_id)
     use_model = model_name not in DETERMINISTIC_MODELS
-    delay = float(getattr(settings, "AGENTSITE_REPORT_SECTION_DELAY_S", 0.5))
+    delay = float(tool_setting("AGENTSITE_REPORT_SECTION_DELAY_S", "0.5"))
     title = params.title or f"Report: {params.topic}"
     plan = sections_plan(params.topic, sources)
     written: list[dict[str, Any]] = []
