@@ -102,7 +102,13 @@ class RunnerToolContext:
         json.dumps(item)  # refuse what the database could not store, in the tool's own frame
         with self._lock:
             index = self._next_index
-            lifecycle.job_partial(job_id=self._job_id, index=index, item=item)
+            try:
+                lifecycle.job_partial(job_id=self._job_id, index=index, item=item)
+            except JobTransitionError:
+                # The job already ended elsewhere (stopped, swept): nothing more to add.
+                self.stop_reason = self.stop_reason or StopReason.CANCEL
+                self._stop.set()
+                raise ToolCancelled(self.stop_reason) from None
             self._next_index += 1
         return index
 
