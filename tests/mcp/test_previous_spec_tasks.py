@@ -43,7 +43,13 @@ def mcp1_python() -> Path:
     )
     (building / ".complete").touch()
     shutil.rmtree(venv, ignore_errors=True)
-    building.rename(venv)
+    try:
+        building.rename(venv)
+    except OSError:
+        # Another test run finished building the same environment first.
+        shutil.rmtree(building, ignore_errors=True)
+        if not (venv / ".complete").exists():
+            raise
     return python
 
 
