@@ -34,7 +34,9 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
-def describe(name: str, count: int, elapsed: float, latency: list[float], wait: list[float]) -> float:
+def describe(
+    name: str, count: int, elapsed: float, latency: list[float], wait: list[float]
+) -> float:
     rate = count / elapsed
     print(
         f"{name:<8} {rate:8.1f} jobs/s  latency p50 {1000 * statistics.median(latency):6.1f} ms"
@@ -66,7 +68,7 @@ def prepare_environment(scratch: Path) -> list[subprocess.Popen[bytes]]:
 def start_workers(scratch: Path) -> list[subprocess.Popen[bytes]]:
     from django.conf import settings
 
-    log = open(scratch / "workers.log", "ab")  # noqa: SIM115 - lives as long as the workers
+    log = open(scratch / "workers.log", "ab")  # open as long as the workers run
     return [
         subprocess.Popen(
             [sys.executable, str(settings.BASE_DIR / "manage.py"), "rqworker", "tools", "-v", "0"],
@@ -99,7 +101,8 @@ def bench_raw_rq(count: int) -> float:
     queue = django_rq.get_queue("tools")
     connection = django_rq.get_connection("tools")
     start = time.time()
-    ids = [queue.enqueue("tests.jobs.tools_for_tests.raw_noop", result_ttl=600).id for _ in range(count)]
+    func = "tests.jobs.tools_for_tests.raw_noop"
+    ids = [queue.enqueue(func, result_ttl=600).id for _ in range(count)]
     pending = set(ids)
     while pending:
         jobs = RqJob.fetch_many(list(pending), connection=connection)
@@ -192,8 +195,10 @@ def main() -> int:
         idle_p95 = bench_idle_wait(client, N_IDLE)
         ratio = api_rate / raw_rate
         print(f"ratio    job API / raw RQ throughput = {ratio:.2f} (target ≥ 0.70)")
-        print(f"verdict  throughput {'ok' if ratio >= 0.7 else 'BELOW TARGET'}, "
-              f"idle queue wait {'ok' if idle_p95 <= 0.1 else 'ABOVE TARGET'}")
+        print(
+            f"verdict  throughput {'ok' if ratio >= 0.7 else 'BELOW TARGET'}, "
+            f"idle queue wait {'ok' if idle_p95 <= 0.1 else 'ABOVE TARGET'}"
+        )
         return 0
     finally:
         for proc in workers + owned:

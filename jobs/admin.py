@@ -31,20 +31,24 @@ class ReadOnlyInline(admin.TabularInline):
 class JobChunkInline(ReadOnlyInline):
     model = JobChunk
     verbose_name_plural = "partial results"
-    fields = ["index", "item", "created_at"]
-    readonly_fields = fields
+    fields = readonly_fields = ("index", "item", "created_at")
 
 
 class JobEventInline(ReadOnlyInline):
     model = JobEvent
-    fields = ["created_at", "event", "payload"]
-    readonly_fields = fields
+    fields = readonly_fields = ("created_at", "event", "payload")
 
 
 class WebhookDeliveryInline(ReadOnlyInline):
     model = WebhookDelivery
-    fields = ["message_id", "url", "status", "attempts", "next_attempt_at", "attempt_log"]
-    readonly_fields = fields
+    fields = readonly_fields = (
+        "message_id",
+        "url",
+        "status",
+        "attempts",
+        "next_attempt_at",
+        "attempt_log",
+    )
 
     @admin.display(description="attempts made")
     def attempt_log(self, obj: WebhookDelivery) -> SafeString:
@@ -105,7 +109,7 @@ class JobAdmin(admin.ModelAdmin):
 
     def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
         # Everything: the lifecycle owns a job's state, the admin only shows it.
-        return [f for fs in self.fieldsets for f in fs[1]["fields"]]
+        return [str(f) for fs in self.fieldsets for f in fs[1]["fields"]]
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False

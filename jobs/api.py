@@ -206,4 +206,3 @@ def webhook_secret(request: HttpRequest) -> dict[str, str]:
 )
 def webhook_secret_rotate(request: HttpRequest) -> dict[str, str]:
     return {"secret": webhooks.webhook_secret_rotate(request_user(request))}
-

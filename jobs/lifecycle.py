@@ -32,7 +32,7 @@ from jobs.models import Job, JobChunk, JobEvent
 log = logging.getLogger(__name__)
 
 S = Job.Status
-TERMINAL_EVENTS = {
+TERMINAL_EVENTS: dict[str, str] = {
     S.DONE: "job_completed",
     S.FAILED: "job_failed",
     S.CANCELLED: "job_cancelled",

@@ -148,7 +148,7 @@ def job_create(
                 + timedelta(seconds=settings.AGENTSITE_IDEMPOTENCY_TTL_S),
             )
             if deps:
-                job.depends_on.set(deps)
+                job.depends_on.set(Job.objects.filter(id__in=deps))
             lifecycle.job_publish(job, "job_queued")
             lifecycle.job_enqueue_if_ready(job_id=job.id)
     except IntegrityError:
