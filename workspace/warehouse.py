@@ -6,7 +6,7 @@ import time
 
 from inventory import Inventory
 
-LATENCY_S = 0.3
+LATENCY_S = 0.4
 
 
 class Warehouse:
