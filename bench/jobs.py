@@ -112,7 +112,23 @@ def bench_raw_rq(count: int) -> float:
     latency = [(j.ended_at - j.enqueued_at).total_seconds() for j in jobs]
     wait = [(j.started_at - j.enqueued_at).total_seconds() for j in jobs]
     elapsed = max(j.ended_at.timestamp() for j in jobs) - start
-    return describe("raw RQ", count, elapsed, latency, wait)
+    rate = describe("raw RQ", count, elapsed, latency, wait)
+    horse_time("raw RQ", ids)
+    return rate
+
+
+def horse_time(name: str, ids: list[str]) -> None:
+    """How long RQ's work horse took per job, start to end (the per-job cost of a worker)."""
+    import django_rq
+    from rq.job import Job as RqJob
+
+    jobs = RqJob.fetch_many(ids, connection=django_rq.get_connection("tools"))
+    spans = [(j.ended_at - j.started_at).total_seconds() for j in jobs if j and j.ended_at]
+    if spans:
+        print(
+            f"{name:<8} work horse p50 {1000 * statistics.median(spans):6.1f} ms"
+            f"  p95 {1000 * percentile(spans, 0.95):6.1f} ms"
+        )
 
 
 def post_job(client: Any, key: str) -> tuple[str, float]:
@@ -146,7 +162,9 @@ def bench_job_api(client: Any, count: int, label: str) -> float:
     latency = [j.finished_at.timestamp() - posted[j.id] for j in jobs]
     wait = [(j.started_at - j.enqueued_at).total_seconds() for j in jobs]
     elapsed = max(j.finished_at.timestamp() for j in jobs) - start
-    return describe("job API", count, elapsed, latency, wait)
+    rate = describe("job API", count, elapsed, latency, wait)
+    horse_time("job API", list(posted))
+    return rate
 
 
 def bench_idle_wait(client: Any, count: int) -> float:

@@ -202,12 +202,13 @@ def job_enqueue(*, job_id: str) -> bool:
     if handed != 1:
         return False
     timeout_s = Job.objects.filter(id=job_id).values_list("timeout_s", flat=True).get()
-    transaction.on_commit(lambda: _rq_enqueue(job_id, timeout_s))
+    transaction.on_commit(lambda: rq_enqueue(job_id, timeout_s))
     return True
 
 
-def _rq_enqueue(job_id: str, timeout_s: float) -> None:
-    queue = django_rq.get_queue("tools", connection=redis_connection())
+def rq_enqueue(job_id: str, timeout_s: float) -> None:
+    # "auto": enqueue now. Callers already run this after their transaction commits.
+    queue = django_rq.get_queue("tools", connection=redis_connection(), commit_mode="auto")
     # RQ's own timeout is only the last resort, after the runner's deadline and grace.
     hard_timeout = int(timeout_s + 2 * settings.AGENTSITE_JOB_STOP_GRACE_S + 60)
     queue.enqueue(

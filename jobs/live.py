@@ -2,8 +2,8 @@
 
 Job transitions happen in short-lived work horses and in request threads. A
 fresh event loop per message (``async_to_sync``) would open a new channel-layer
-connection every time; instead each process keeps one loop in a daemon thread
-and one Redis client, both recreated after a fork.
+connection every time; instead each process keeps one Redis client (and, for
+other channel layers, one event loop in a daemon thread), recreated after a fork.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from typing import Any
 
 import django_rq
 from channels.layers import get_channel_layer
+from django.conf import settings
 from redis import Redis
 
 log = logging.getLogger(__name__)
@@ -44,7 +45,7 @@ def redis_connection() -> Redis:
         return _redis
 
 
-def _publisher_loop() -> asyncio.AbstractEventLoop:
+def _loop_get() -> asyncio.AbstractEventLoop:
     global _loop
     with _lock:
         _reset_after_fork()
@@ -55,23 +56,23 @@ def _publisher_loop() -> asyncio.AbstractEventLoop:
         return _loop
 
 
-def warm_up() -> None:
-    """Open this process's channel-layer connection in the background, without waiting.
+PUBSUB_BACKEND = "channels_redis.pubsub.RedisPubSubChannelLayer"
 
-    A work horse calls it first thing, so the connection is ready by the time
-    the job's first transition publishes (a publish to a group nobody joins).
+
+def direct_publish_prefix() -> str | None:
+    """The channel prefix when the layer is Redis pub/sub on our one Redis, else None.
+
+    Such a layer's ``group_send`` is a single PUBLISH of the serialised message
+    to ``{prefix}__group__{group}``; doing that PUBLISH on this process's
+    synchronous client spares a work horse an event loop and a second
+    connection. tests/jobs/test_live_updates.py checks a real subscriber of
+    the layer receives what is published this way.
     """
-    layer = get_channel_layer()
-    if layer is None:
-        return
-    from django.conf import settings
-
-    message = {"type": "jobs.warm_up"}
-    group = f"{settings.REDIS_PREFIX}.jobs.warm-up"
-    try:
-        asyncio.run_coroutine_threadsafe(layer.group_send(group, message), _publisher_loop())
-    except Exception:
-        log.debug("channel layer warm-up failed", exc_info=True)
+    config = settings.CHANNEL_LAYERS.get("default", {})
+    options = config.get("CONFIG", {})
+    if config.get("BACKEND") != PUBSUB_BACKEND or options.get("hosts") != [settings.REDIS_URL]:
+        return None
+    return str(options.get("prefix", "asgi"))
 
 
 def group_send(groups: list[str], message: dict[str, Any]) -> None:
@@ -79,13 +80,21 @@ def group_send(groups: list[str], message: dict[str, Any]) -> None:
     layer = get_channel_layer()
     if layer is None:
         return
-
-    async def send_all() -> None:
-        for group in groups:
-            await layer.group_send(group, message)
-
     try:
-        future = asyncio.run_coroutine_threadsafe(send_all(), _publisher_loop())
+        prefix = direct_publish_prefix()
+        if prefix is not None:
+            data = layer.serialize(message)
+            with redis_connection().pipeline(transaction=False) as pipe:
+                for group in groups:
+                    pipe.publish(f"{prefix}__group__{group}", data)
+                pipe.execute()
+            return
+        future = asyncio.run_coroutine_threadsafe(_send_all(layer, groups, message), _loop_get())
         future.result(timeout=PUBLISH_TIMEOUT_S)
     except Exception:
         log.warning("could not publish %s to %s", message.get("type"), groups, exc_info=True)
+
+
+async def _send_all(layer: Any, groups: list[str], message: dict[str, Any]) -> None:
+    for group in groups:
+        await layer.group_send(group, message)

@@ -31,7 +31,7 @@ from django.conf import settings
 from django.db import connections
 from django.utils import timezone
 
-from jobs import lifecycle, live
+from jobs import lifecycle
 from jobs.groups import cancel_key
 from jobs.lifecycle import JobTransitionError
 from jobs.live import redis_connection
@@ -60,7 +60,6 @@ def connections_detach_inherited() -> None:
 
 def run_job(job_id: str) -> None:
     """RQ entry point on queue ``tools`` (the RQ job id is ``job_id``)."""
-    live.warm_up()
     connections_detach_inherited()
     try:
         JobExecution(job_id).run()

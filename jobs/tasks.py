@@ -18,10 +18,14 @@ from django.utils import timezone
 from agentsite.periodic import PeriodicTask
 from jobs import lifecycle, services, webhooks
 from jobs.lifecycle import JobTransitionError
+from jobs.live import redis_connection
 from jobs.models import Job
 from jobs.runner import connections_detach_inherited, stop_horse
 
 log = logging.getLogger(__name__)
+
+# A queued job RQ has not heard of this long after it was handed over is re-enqueued.
+REQUEUE_AFTER_S = 30
 
 
 def deliver_webhook(delivery_id: int) -> None:
@@ -87,6 +91,20 @@ def waiting_jobs_release() -> int:
     return sum(lifecycle.job_enqueue_if_ready(job_id=j) in {"enqueued", "failed"} for j in waiting)
 
 
+def lost_enqueues_repeat() -> int:
+    """Queued jobs handed to RQ a while ago that Redis no longer knows (it was flushed)."""
+    from rq.job import Job as RqJob
+
+    before = timezone.now() - timedelta(seconds=REQUEUE_AFTER_S)
+    candidates = Job.objects.filter(status=Job.Status.QUEUED, enqueued_at__lt=before)
+    count = 0
+    for job_id, timeout_s in candidates.values_list("id", "timeout_s")[:100]:
+        if not RqJob.exists(job_id, connection=redis_connection()):
+            lifecycle.rq_enqueue(job_id, timeout_s)
+            count += 1
+    return count
+
+
 def sweep_jobs() -> dict[str, int]:
     """The scheduler's periodic pass over jobs, webhook retries and idempotency keys."""
     connections_detach_inherited()
@@ -95,6 +113,7 @@ def sweep_jobs() -> dict[str, int]:
             "lost": lost_jobs_fail(),
             "overdue": overdue_jobs_stop(),
             "released": waiting_jobs_release(),
+            "requeued": lost_enqueues_repeat(),
             "webhook_retries": webhooks.webhook_retries_due(),
             "keys_expired": services.idempotency_keys_expire(),
         }

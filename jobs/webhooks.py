@@ -27,6 +27,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from jobs.addresses import AddressRefused, check_url
+from jobs.live import redis_connection
 from jobs.models import Job, WebhookAttempt, WebhookDelivery, WebhookSecret
 
 log = logging.getLogger(__name__)
@@ -94,7 +95,8 @@ def webhook_delivery_create(*, job: Job, event: str) -> WebhookDelivery:
 
 
 def webhook_enqueue(delivery_id: int) -> None:
-    django_rq.get_queue("default").enqueue(
+    # "auto": enqueue now; the delivery row this names is already committed.
+    django_rq.get_queue("default", connection=redis_connection(), commit_mode="auto").enqueue(
         "jobs.tasks.deliver_webhook", delivery_id, job_timeout=60, result_ttl=60
     )
 

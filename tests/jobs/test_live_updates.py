@@ -1,0 +1,42 @@
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+from asgiref.sync import sync_to_async
+from channels.layers import get_channel_layer
+
+from jobs import lifecycle
+from jobs.groups import job_group, owner_jobs_group
+from jobs.live import direct_publish_prefix
+from jobs.models import Job
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+async def test_job_and_owner_groups_receive_every_transition_and_partial(user: Any) -> None:
+    assert direct_publish_prefix() is not None  # the fast path is the one under test
+    job = await Job.objects.acreate(owner=user, tool="sleepy", args={}, timeout_s=30)
+    layer = get_channel_layer()
+    job_channel = await layer.new_channel()
+    owner_channel = await layer.new_channel()
+    await layer.group_add(job_group(job.id), job_channel)
+    await layer.group_add(owner_jobs_group(user.pk), owner_channel)
+    await asyncio.sleep(0.1)  # the subscriptions are live
+
+    await sync_to_async(lifecycle.job_start)(job_id=job.id)
+    await sync_to_async(lifecycle.job_partial)(job_id=job.id, index=0, item={"n": 1})
+    await sync_to_async(lifecycle.job_succeed)(job_id=job.id, result={"summary": "ok"})
+
+    received = [await asyncio.wait_for(layer.receive(job_channel), 5) for _ in range(3)]
+    assert [(m["type"], m.get("event")) for m in received] == [
+        ("job.update", "job_started"),
+        ("job.partial", None),
+        ("job.update", "job_completed"),
+    ]
+    assert received[1] == {"type": "job.partial", "job_id": job.id, "index": 0, "item": {"n": 1}}
+    assert received[2]["job"]["status"] == "done"
+    owner_view = [await asyncio.wait_for(layer.receive(owner_channel), 5) for _ in range(2)]
+    assert [m["event"] for m in owner_view] == ["job_started", "job_completed"]
+    await layer.flush()
