@@ -65,7 +65,6 @@ def session_delete(*, session: AgentSession) -> dict[str, int]:
 
 def _session_jobs_cancel(*, session_id: str) -> int:
     from jobs.lifecycle import job_request_cancel
-
     from jobs.models import Job
 
     live = Job.objects.filter(session_id=session_id).exclude(status__in=Job.TERMINAL)
