@@ -149,26 +149,38 @@ class RunnerToolContext:
 
 
 class Heartbeat(threading.Thread):
-    """Beside the tool: heartbeat, cancel and deadline watch, forced stop."""
+    """Beside the tool: cancel and deadline watch and forced stop, plus a beat thread.
+
+    The database writes (heartbeat, throttled progress) run in a thread of their
+    own, so a slow or locked database never delays noticing a cancel request.
+    """
 
     def __init__(self, ctx: RunnerToolContext) -> None:
-        super().__init__(name=f"heartbeat-{ctx.job_id}", daemon=True)
+        super().__init__(name=f"watch-{ctx.job_id}", daemon=True)
         self.ctx = ctx
         self.finished = threading.Event()
         self.stop_signalled_at: float | None = None
         self.forced = False
         self.redis = redis_connection()
+        self.beat = threading.Thread(target=self.beat_loop, name=f"beat-{ctx.job_id}", daemon=True)
 
     def run(self) -> None:
-        last_beat = time.monotonic()
+        self.beat.start()
         try:
             while not self.finished.wait(CANCEL_POLL_S):
                 self.watch()
-                if time.monotonic() - last_beat >= settings.AGENTSITE_JOB_HEARTBEAT_S:
-                    last_beat = time.monotonic()
-                    self.ctx.progress_flush()
-                    if not lifecycle.job_heartbeat(job_id=self.ctx._job_id):
-                        self.ctx.signal_stop(StopReason.CANCEL)  # ended elsewhere (swept)
+        except Exception:
+            log.exception("watch of %s failed", self.ctx.job_id)
+        finally:
+            self.beat.join(timeout=5)
+            connections.close_all()
+
+    def beat_loop(self) -> None:
+        try:
+            while not self.finished.wait(settings.AGENTSITE_JOB_HEARTBEAT_S):
+                self.ctx.progress_flush()
+                if not lifecycle.job_heartbeat(job_id=self.ctx._job_id):
+                    self.ctx.signal_stop(StopReason.CANCEL)  # it ended elsewhere (swept)
         except Exception:
             log.exception("heartbeat of %s failed", self.ctx.job_id)
         finally:
