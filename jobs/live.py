@@ -68,8 +68,8 @@ def direct_publish_prefix() -> str | None:
     connection. tests/jobs/test_live_updates.py checks a real subscriber of
     the layer receives what is published this way.
     """
-    config = settings.CHANNEL_LAYERS.get("default", {})
-    options = config.get("CONFIG", {})
+    config: dict[str, Any] = settings.CHANNEL_LAYERS.get("default", {})
+    options: dict[str, Any] = config.get("CONFIG", {})
     if config.get("BACKEND") != PUBSUB_BACKEND or options.get("hosts") != [settings.REDIS_URL]:
         return None
     return str(options.get("prefix", "asgi"))
