@@ -139,6 +139,12 @@ def appender(session_ids: list[str], count: int, pause: float) -> subprocess.Pop
     )
 
 
+def session_last_seq(session_id: str) -> int:
+    from sessions.models import AgentSession
+
+    return AgentSession.objects.values_list("last_seq", flat=True).get(pk=session_id)
+
+
 def rss_kib(pid: int) -> int:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmRSS:"):
@@ -260,18 +266,20 @@ async def bench_capacity(base: str, session: Any, api_token: str, daphne_pid: in
                 failures += sum(isinstance(c, BaseException) for c in opened)
                 if failures > 50:
                     break
-            # Every client must still be receiving: wait for one fresh event on each.
+            # Every client must still be receiving: wait for a new event on each.
+            last_seq = await asyncio.to_thread(session_last_seq, session.id)
             live = await asyncio.gather(
-                *(asyncio.wait_for(next_live_frame(ws), 30) for ws in clients),
+                *(asyncio.wait_for(next_live_frame(ws, last_seq), 30) for ws in clients),
                 return_exceptions=True,
             )
-            ok = sum(not isinstance(r, BaseException) for r in live)
+            latencies = [r for r in live if isinstance(r, float)]
+            ok = len(latencies)
             rss = rss_kib(daphne_pid)
             per = (rss - baseline) / max(1, len(clients))
             print(
                 f"{len(clients):5d} clients open, {ok:5d} receiving live events, "
-                f"{failures} failed to connect; daphne RSS {rss / 1024:7.1f} MiB, "
-                f"{per:6.1f} KiB per connection"
+                f"{failures} failed to connect; delivery {ms(latencies or [0.0])}; "
+                f"daphne RSS {rss / 1024:7.1f} MiB, {per:6.1f} KiB per connection"
             )
             if failures > 50 or ok < len(clients):
                 print(f"stopped: one daphne held {ok} streaming clients")
@@ -281,12 +289,12 @@ async def bench_capacity(base: str, session: Any, api_token: str, daphne_pid: in
         await asyncio.gather(*(ws.close() for ws in clients), return_exceptions=True)
 
 
-async def next_live_frame(ws: Any) -> None:
-    """Read through the backlog until an event appended within the last second arrives."""
+async def next_live_frame(ws: Any, after_seq: int) -> float:
+    """Read through the backlog to the first event appended after ``after_seq``; its latency."""
     while True:
         frame = json.loads(await ws.recv())
-        if "seq" in frame and time.time() - frame["payload"].get("t", 0) < 1.0:
-            return
+        if "seq" in frame and frame["seq"] > after_seq:
+            return time.time() - frame["payload"]["t"]
 
 
 # --- main ---------------------------------------------------------------------------

@@ -15,7 +15,7 @@ import textwrap
 from typing import Any
 
 import pytest
-from asgiref.sync import sync_to_async
+from channels.db import database_sync_to_async
 
 from sessions.models import AgentSession, Event
 from tests.conftest import BASE_DIR, subprocess_env
@@ -68,7 +68,7 @@ async def test_clients_joining_during_appends_see_every_event_once(user: Any) ->
     clients = []
     try:
         for i in range(8):
-            last = await sync_to_async(
+            last = await database_sync_to_async(
                 lambda: AgentSession.objects.values_list("last_seq", flat=True).get(pk=session.id)
             )()
             # Some from the start, some from the live edge, some from the middle.
@@ -83,7 +83,7 @@ async def test_clients_joining_during_appends_see_every_event_once(user: Any) ->
         assert seqs == list(range(after + 1, TOTAL + 1)), f"client after {after}"
 
 
-@sync_to_async
+@database_sync_to_async
 def append_unpublished(session: AgentSession) -> int:
     """A logged event whose live notification never went out (as if Redis dropped it)."""
     from django.db import transaction

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from asgiref.sync import sync_to_async
+from channels.db import database_sync_to_async
 
 from sessions.models import AgentSession
 from tests.sessions.test_stream_clients import (
@@ -20,7 +20,7 @@ from tests.sessions.test_stream_clients import (
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-@sync_to_async
+@database_sync_to_async
 def seen_seq(session: AgentSession) -> int:
     return AgentSession.objects.values_list("seen_seq", flat=True).get(pk=session.pk)
 

@@ -6,7 +6,7 @@ import asyncio
 import json
 from typing import Any
 
-from asgiref.sync import sync_to_async
+from channels.db import database_sync_to_async
 from channels.testing import WebsocketCommunicator
 from django.conf import settings
 from django.test import Client
@@ -20,7 +20,7 @@ from sessions.tokens import session_token
 ORIGIN = (b"origin", b"http://127.0.0.1:8000")
 
 
-@sync_to_async
+@database_sync_to_async
 def cookie_for(user: Any) -> tuple[bytes, bytes]:
     """The Cookie header of a browser logged in as ``user``."""
     client = Client()
@@ -31,7 +31,7 @@ def cookie_for(user: Any) -> tuple[bytes, bytes]:
     )
 
 
-@sync_to_async
+@database_sync_to_async
 def api_token_for(user: Any) -> str:
     return ApiToken.issue(user=user, name="ws")[1]
 
@@ -87,10 +87,10 @@ async def close_code(comm: WebsocketCommunicator) -> int | None:
     return message.get("code")
 
 
-append = sync_to_async(event_append)
+append = database_sync_to_async(event_append)
 
 
-@sync_to_async
+@database_sync_to_async
 def make_session(owner: Any, events: int = 0) -> AgentSession:
     session = AgentSession.objects.create(owner=owner, title="stream test")
     for i in range(events):
@@ -98,7 +98,7 @@ def make_session(owner: Any, events: int = 0) -> AgentSession:
     return session
 
 
-@sync_to_async
+@database_sync_to_async
 def logged_seqs(session: AgentSession) -> list[int]:
     return list(Event.objects.filter(session=session).order_by("seq").values_list("seq", flat=True))
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from asgiref.sync import sync_to_async
 from asgiref.testing import ApplicationCommunicator
+from channels.db import database_sync_to_async
 
 from agentsite.asgi import application
 from tests.conftest import api_client_for
@@ -18,7 +18,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 async def test_an_idle_stream_sends_heartbeat_comments(user: Any, settings: Any) -> None:
     settings.AGENTSITE_SSE_HEARTBEAT_S = 0.2
     session = await make_session(user, events=1)
-    raw = (await sync_to_async(api_client_for)(user)).raw_token
+    raw = (await database_sync_to_async(api_client_for)(user)).raw_token
     scope = {
         "type": "http",
         "asgi": {"version": "3.0"},
