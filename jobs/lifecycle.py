@@ -333,11 +333,3 @@ def _session_publish(session_id: str, event: str, payload: dict[str, Any]) -> No
     from sessions.events import event_append
 
     event_append(session_id=session_id, kind="job_event", payload=payload, pending=False)
-
-
-def chunk_count(job_id: str) -> int:
-    return JobChunk.objects.filter(job_id=job_id).count()
-
-
-def cancel_requested(job_id: str) -> bool:
-    return bool(redis_connection().exists(cancel_key(job_id)))

@@ -84,7 +84,8 @@ class RunnerToolContext:
         self.stop_reason: str | None = None
         self._stop = threading.Event()
         self._lock = threading.Lock()
-        self._next_index = lifecycle.chunk_count(job.id)
+        # A job starts once (queued → running), so its partial results begin at 0.
+        self._next_index = 0
         self._last_progress_at = 0.0
         self._pending_progress: tuple[float | None, str] | None = None
 
