@@ -10,9 +10,9 @@
    during a long stream and reconnects with its last token each time; counts
    missing and duplicated events (target 0 and 0) and the time from reconnect
    to the first replayed event.
-3. Capacity: websocket clients held by one daphne process while events stream
-   to all of them, in bounded steps, and daphne's resident memory per
-   connection.
+3. Capacity: websocket clients held by one daphne process, all following one
+   session that receives 2 events/s (every event fans out to every client), in
+   bounded steps, and daphne's resident memory per connection.
 
 Everything runs on loopback: a scratch SQLite database (or BENCH_DATABASE_URL),
 REDIS_URL or an embedded Redis, one daphne, one appending process.
@@ -252,14 +252,19 @@ async def bench_capacity(base: str, session: Any, api_token: str, daphne_pid: in
     clients: list[Any] = []
     baseline = rss_kib(daphne_pid)
     print(f"daphne RSS before clients: {baseline / 1024:.1f} MiB")
-    proc = appender([session.id], 10**6, 0.2)  # a slow steady stream while clients pile up
+    from sessions.tokens import session_token
+
+    proc = appender([session.id], 10**6, 0.5)  # a steady stream while clients pile up
     try:
         for target in CAPACITY_STEPS:
             failures = 0
             while len(clients) < target:
                 batch = min(100, target - len(clients))
+                # Join at the live edge: this measures holding streams, not replaying them.
+                edge = await asyncio.to_thread(session_last_seq, session.id)
+                after = session_token(session_id=session.id, owner_id=session.owner_id, seq=edge)
                 opened = await asyncio.gather(
-                    *(ws_connect(base, session.id, api_token, "") for _ in range(batch)),
+                    *(ws_connect(base, session.id, api_token, after) for _ in range(batch)),
                     return_exceptions=True,
                 )
                 clients += [c for c in opened if not isinstance(c, BaseException)]

@@ -35,6 +35,7 @@ IDLE_CHECK_S = 30.0
 MAX_FRAME_CHARS = 64 * 1024
 MAX_MESSAGE_CHARS = 32_000
 CLIENT_FRAME_TYPES = frozenset({"message", "stop_job", "interrupt", "ping"})
+LIVE_TYPES = frozenset({"session.event", streams.SYNC_TYPE})
 
 
 def offered_api_token(scope: dict[str, Any]) -> str:
@@ -141,6 +142,8 @@ async def client_frame_act(
 
 class SessionConsumer(AsyncWebsocketConsumer):
     live_queue_max = streams.LIVE_QUEUE_MAX
+    # Set once the client is admitted and following; None while refused.
+    forwarder: asyncio.Task[None] | None = None
 
     async def connect(self) -> None:
         protocols = self.scope.get("subprotocols", [])
@@ -179,14 +182,16 @@ class SessionConsumer(AsyncWebsocketConsumer):
             log.exception("stream of %s failed", self.tail.session_id)
             await self.close(1011)
 
-    async def session_event(self, message: dict[str, Any]) -> None:
-        await self.enqueue(message)
-
-    async def stream_sync(self, message: dict[str, Any]) -> None:
-        await self.enqueue(message)
+    async def dispatch(self, message: dict[str, Any]) -> None:
+        # Live notifications only go into memory: skip the base class's sweep of
+        # stale database connections, a thread hop per message that fan-out multiplies.
+        if message["type"] in LIVE_TYPES:
+            await self.enqueue(message)
+        else:
+            await super().dispatch(message)
 
     async def enqueue(self, message: dict[str, Any]) -> None:
-        if not hasattr(self, "live") or self.forwarder.done():
+        if self.forwarder is None or self.forwarder.done():
             return
         try:
             self.live.put_nowait(message)
@@ -196,7 +201,7 @@ class SessionConsumer(AsyncWebsocketConsumer):
             await self.close(CLOSE_TOO_SLOW)
 
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
-        if not hasattr(self, "live"):
+        if self.forwarder is None:
             return
         try:
             frame = client_frame_parse(text_data, bytes_data)
@@ -210,7 +215,7 @@ class SessionConsumer(AsyncWebsocketConsumer):
         await self.send(text_data=json.dumps(reply))
 
     async def disconnect(self, code: int) -> None:
-        if not hasattr(self, "live"):
+        if self.forwarder is None:
             return
         self.forwarder.cancel()
         await self.channel_layer.group_discard(self.session.group_name, self.channel_name)

@@ -17,6 +17,7 @@ client gets each event exactly once and in order, however the two race.
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import logging
 import uuid
@@ -91,6 +92,15 @@ def events_after(
 # --- following a log ---------------------------------------------------------------------
 
 
+# Followers of one session in one process all need the same token for the same
+# event: sign it once, not once per connection.
+@functools.lru_cache(maxsize=4096)
+def frame_token(kind: str, bound_id: str, owner_id: int, seq: int) -> str:
+    if kind == "s":
+        return session_token(session_id=bound_id, owner_id=owner_id, seq=seq)
+    return run_token(run_id=bound_id, owner_id=owner_id, seq=seq)
+
+
 class LogTail:
     """A client's position in a session's log (optionally one run's share of it).
 
@@ -109,9 +119,9 @@ class LogTail:
     def frame(self, event: dict[str, Any]) -> Frame:
         seq = int(event["seq"])
         if self.run_id is None:
-            token = session_token(session_id=self.session_id, owner_id=self.owner_id, seq=seq)
+            token = frame_token("s", self.session_id, self.owner_id, seq)
         else:
-            token = run_token(run_id=self.run_id, owner_id=self.owner_id, seq=seq)
+            token = frame_token("r", self.run_id, self.owner_id, seq)
         return {"seq": seq, "kind": event["kind"], "payload": event["payload"], "token": token}
 
     async def replay(self, upto: int | None = None) -> AsyncIterator[Frame]:
