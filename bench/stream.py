@@ -259,7 +259,7 @@ async def bench_capacity(base: str, session: Any, api_token: str, daphne_pid: in
         for target in CAPACITY_STEPS:
             failures = 0
             while len(clients) < target:
-                batch = min(100, target - len(clients))
+                batch = min(50, target - len(clients))
                 # Join at the live edge: this measures holding streams, not replaying them.
                 edge = await asyncio.to_thread(session_last_seq, session.id)
                 after = session_token(session_id=session.id, owner_id=session.owner_id, seq=edge)
@@ -268,7 +268,10 @@ async def bench_capacity(base: str, session: Any, api_token: str, daphne_pid: in
                     return_exceptions=True,
                 )
                 clients += [c for c in opened if not isinstance(c, BaseException)]
-                failures += sum(isinstance(c, BaseException) for c in opened)
+                errors = [c for c in opened if isinstance(c, BaseException)]
+                if errors and not failures:
+                    print(f"first connect failure: {errors[0]!r}")
+                failures += len(errors)
                 if failures > 50:
                     break
             # Every client must still be receiving: wait for a new event on each.

@@ -79,10 +79,12 @@ def client_frame_parse(text_data: str | None, bytes_data: bytes | None) -> dict[
             "bad_frame", "Expected an object whose type is message, stop_job, interrupt or ping."
         )
     text = frame.get("text")
-    if frame["type"] == "message" and (not isinstance(text, str) or not text.strip()):
-        raise ClientFrameError("bad_frame", "A message needs a non-empty 'text' string.")
-    if frame["type"] == "message" and len(text) > MAX_MESSAGE_CHARS:
-        raise ClientFrameError("too_large", f"Messages are limited to {MAX_MESSAGE_CHARS} chars.")
+    if frame["type"] == "message":
+        if not isinstance(text, str) or not text.strip():
+            raise ClientFrameError("bad_frame", "A message needs a non-empty 'text' string.")
+        if len(text) > MAX_MESSAGE_CHARS:
+            limit = f"Messages are limited to {MAX_MESSAGE_CHARS} characters."
+            raise ClientFrameError("too_large", limit)
     if frame["type"] == "stop_job" and not isinstance(frame.get("job_id"), str):
         raise ClientFrameError("bad_frame", "stop_job needs a 'job_id' string.")
     return frame

@@ -172,8 +172,8 @@ async def follow(
     early: list[dict[str, Any]] = []
     try:
         async with asyncio.timeout(BARRIER_TIMEOUT_S):
-            while (message := await live.get()) != sync_message(nonce):
-                early.append(message)
+            while (arrived := await live.get()) != sync_message(nonce):
+                early.append(arrived)
     except TimeoutError:
         log.warning("stream marker for %s did not come back; replaying anyway", tail.session_id)
     async for frame in tail.replay():
@@ -181,7 +181,7 @@ async def follow(
     yield None  # caught up
     pending = iter(early)
     while True:
-        message = next(pending, None)
+        message: dict[str, Any] | None = next(pending, None)
         if message is None:
             try:
                 message = await asyncio.wait_for(live.get(), idle_s)
