@@ -292,7 +292,7 @@ def job_status_doc(job: Job) -> dict[str, Any]:
         "started_at": _iso(job.started_at),
         "finished_at": _iso(job.finished_at),
         "deadline": _iso(job.deadline),
-        "depends_on": sorted(job.depends_on.values_list("id", flat=True)),
+        "depends_on": sorted(dep.pk for dep in job.depends_on.all()),  # uses a prefetch
         "error": job_error(job),
     }
 
