@@ -47,7 +47,7 @@ def offered_api_token(scope: dict[str, Any]) -> str:
     return query.get("token", [""])[0]
 
 
-@database_sync_to_async
+@streams.log_read
 def token_user(raw: str) -> AbstractBaseUser | None:
     return user_for_token(raw)
 

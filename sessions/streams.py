@@ -57,26 +57,30 @@ Frame = dict[str, Any]
 
 # --- log access ------------------------------------------------------------------------
 
+# Reads for many connections at once run in parallel threads rather than
+# queueing on the one thread-sensitive executor.
+log_read = functools.partial(database_sync_to_async, thread_sensitive=False)
 
-@database_sync_to_async
+
+@log_read
 def owned_session(user: AbstractBaseUser, session_id: str) -> AgentSession | None:
     return AgentSession.objects.filter(
         pk=session_id, owner_id=user.pk, deleted_at__isnull=True
     ).first()
 
 
-@database_sync_to_async
+@log_read
 def owned_run(user: AbstractBaseUser, run_id: str) -> Run | None:
     return Run.objects.filter(pk=run_id, owner_id=user.pk).first()
 
 
-@database_sync_to_async
+@log_read
 def run_is_finished(run_id: str) -> bool:
     status = Run.objects.filter(pk=run_id).values_list("status", flat=True).first()
     return status is None or status in Run.TERMINAL
 
 
-@database_sync_to_async
+@log_read
 def events_after(
     *, session_id: str, after: int, upto: int | None, run_id: str | None, limit: int
 ) -> list[dict[str, Any]]:
