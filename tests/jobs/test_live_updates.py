@@ -4,7 +4,7 @@ import asyncio
 from typing import Any
 
 import pytest
-from asgiref.sync import sync_to_async
+from channels.db import database_sync_to_async
 from channels.layers import get_channel_layer
 
 from jobs import lifecycle
@@ -17,7 +17,10 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 async def test_job_and_owner_groups_receive_every_transition_and_partial(user: Any) -> None:
     assert direct_publish_prefix() is not None  # the fast path is the one under test
-    job = await Job.objects.acreate(owner=user, tool="sleepy", args={}, timeout_s=30)
+    # database_sync_to_async closes its connection afterwards, as consumers do.
+    job = await database_sync_to_async(Job.objects.create)(
+        owner=user, tool="sleepy", args={}, timeout_s=30
+    )
     layer = get_channel_layer()
     job_channel = await layer.new_channel()
     owner_channel = await layer.new_channel()
@@ -25,9 +28,9 @@ async def test_job_and_owner_groups_receive_every_transition_and_partial(user: A
     await layer.group_add(owner_jobs_group(user.pk), owner_channel)
     await asyncio.sleep(0.1)  # the subscriptions are live
 
-    await sync_to_async(lifecycle.job_start)(job_id=job.id)
-    await sync_to_async(lifecycle.job_partial)(job_id=job.id, index=0, item={"n": 1})
-    await sync_to_async(lifecycle.job_succeed)(job_id=job.id, result={"summary": "ok"})
+    await database_sync_to_async(lifecycle.job_start)(job_id=job.id)
+    await database_sync_to_async(lifecycle.job_partial)(job_id=job.id, index=0, item={"n": 1})
+    await database_sync_to_async(lifecycle.job_succeed)(job_id=job.id, result={"summary": "ok"})
 
     received = [await asyncio.wait_for(layer.receive(job_channel), 5) for _ in range(3)]
     assert [(m["type"], m.get("event")) for m in received] == [
