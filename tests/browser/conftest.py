@@ -94,14 +94,25 @@ def browser(chromium_path: str, django_db_setup: None) -> Iterator[Any]:
         browser.close()
 
 
-@pytest.fixture(scope="session")
-def site(processes: Processes) -> str:
-    """The base URL of a live daphne, with a turn worker and a tool worker behind it."""
-    processes.start("browser-turns", "rqworker", "turns", "--with-scheduler", env=WORKER_ENV)
-    processes.start("browser-tools", "rqworker", "tools", "default", env=WORKER_ENV)
+@pytest.fixture(scope="package")
+def site(processes: Processes) -> Iterator[str]:
+    """The base URL of a live daphne, with a turn worker and a tool worker behind it.
+
+    Package-scoped: these workers run a slowed offline model, so they stop when
+    the browser tests end rather than serve the rest of the suite's queues.
+    """
+    started = [
+        processes.start("browser-turns", "rqworker", "turns", "--with-scheduler", env=WORKER_ENV),
+        processes.start("browser-tools", "rqworker", "tools", "default", env=WORKER_ENV),
+    ]
     wait_for_workers("turns", 1)
     wait_for_workers("tools", 1)
-    return daphne_serve(processes, "browser-daphne")
+    before = len(processes.procs)
+    url = daphne_serve(processes, "browser-daphne")
+    started += processes.procs[before:]
+    yield url
+    for proc in started:
+        processes.stop(proc)
 
 
 @pytest.hookimpl(wrapper=True)
