@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -25,6 +26,7 @@ from django.conf import settings
 from sessions.llm.base import Finish, ModelError, StreamItem, TextDelta, ToolUse, approx_tokens
 
 NO_MORE = "(the scripted model has no response left)"
+GATE_TIMEOUT_S = 60.0
 
 
 def _redis() -> redis.Redis:
@@ -93,6 +95,10 @@ class ScriptedModel:
         return response
 
     async def _wait(self, gate: str) -> None:
+        # Bounded, so that a test that never opens its gate cannot hold a turn worker for good.
         conn = _redis()
+        deadline = time.monotonic() + GATE_TIMEOUT_S
         while not await asyncio.to_thread(conn.exists, _key(self.key, f"gate:{gate}")):
+            if time.monotonic() > deadline:
+                raise ModelError(f"scripted gate {gate!r} was never opened")
             await asyncio.sleep(0.05)
