@@ -42,11 +42,18 @@ def session_list(*, owner: Any) -> list[AgentSession]:
 
 
 def message_post(*, session: AgentSession, text: str) -> tuple[Event, Run]:
-    """Append a pending user message; returns it and the run that will consume it."""
-    event, run = inbox_append_routed(
-        session_id=session.id, kind=Event.Kind.USER_MESSAGE, payload={"text": text}
-    )
-    assert run is not None, "a pending event always has a run to consume it"
+    """Append a pending user message; returns it and the run that will consume it.
+
+    Raises SessionNotFound for a deleted session, which takes no new turns.
+    """
+    with transaction.atomic():
+        if AgentSession.objects.filter(pk=session.pk, deleted_at__isnull=False).exists():
+            raise SessionNotFound(f"No session {session.pk!r}.")
+        event, run = inbox_append_routed(
+            session_id=session.id, kind=Event.Kind.USER_MESSAGE, payload={"text": text}
+        )
+        if run is None:  # deleted between the check and the append
+            raise SessionNotFound(f"No session {session.pk!r}.")
     return event, run
 
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from sessions.inbox import inbox_append
 from sessions.models import AgentSession, Event, Run
 from sessions.runs import run_complete, run_request_cancel, run_start
@@ -90,3 +92,13 @@ def test_cancelling_the_queued_run_behind_a_running_one_keeps_the_session_runnin
     _, third = message_post(session=session, text="three")
     claim = run_start(run_id=third.id)
     assert claim is not None and [e.payload["text"] for e in claim.batch] == ["two", "three"]
+
+
+def test_a_deleted_session_takes_no_messages(user: Any) -> None:
+    from sessions.services import SessionNotFound, session_delete
+
+    session = session_create(owner=user)
+    session_delete(session=session)
+    with pytest.raises(SessionNotFound):
+        message_post(session=session, text="anyone?")
+    assert not Event.objects.filter(session=session).exists()
