@@ -261,12 +261,17 @@ def batching_run(user: Any, per_minute: float, batched: bool) -> dict[str, float
     failed = [r for r in runs if r.status != Run.Status.COMPLETED]
     if failed:
         raise SystemExit(f"{len(failed)} runs did not complete: {failed[0].error}")
-    finished = {r.id: r.finished_at for r in runs}
+    # Completed runs have both timestamps; every trigger was consumed by one of them.
+    finished = {r.id: r.finished_at.timestamp() for r in runs if r.finished_at}
     triggers = list(Event.objects.filter(session=session, kind="job_event"))
     waits = [
-        (finished[e.consumed_by_id] - e.created_at).total_seconds() * TIME_SCALE for e in triggers
+        (finished[str(e.consumed_by_id)] - e.created_at.timestamp()) * TIME_SCALE for e in triggers
     ]
-    model = sum((r.finished_at - r.started_at).total_seconds() for r in runs) * TIME_SCALE
+    model = TIME_SCALE * sum(
+        r.finished_at.timestamp() - r.started_at.timestamp()
+        for r in runs
+        if r.finished_at and r.started_at
+    )
     return {
         "triggers": len(triggers),
         "runs": len(runs),
