@@ -170,6 +170,8 @@ RQ_QUEUES = {
     "tools": {"URL": REDIS_URL, "DEFAULT_TIMEOUT": 3600},
 }
 RQ_SHOW_ADMIN_LINK = True
+# Records tool jobs' starts and ends from the worker's own connection (see jobs/worker.py).
+RQ = {"WORKER_CLASS": "jobs.worker.JobWorker"}
 
 CHANNEL_LAYERS = {
     "default": {

@@ -58,13 +58,59 @@ def connections_detach_inherited() -> None:
             conn.connection = None
 
 
-def run_job(job_id: str) -> None:
-    """RQ entry point on queue ``tools`` (the RQ job id is ``job_id``)."""
+# Jobs the worker process itself started just before forking this horse (see
+# jobs.worker.JobWorker), with their rows; None when the start was refused.
+STARTED_BY_WORKER: dict[str, Job | None] = {}
+FINISHING_TRANSITIONS = {"job_succeed", "job_fail", "job_cancel", "job_time_out"}
+
+
+def run_job(job_id: str) -> dict[str, Any] | None:
+    """RQ entry point on queue ``tools`` (the RQ job id is ``job_id``).
+
+    Under ``JobWorker`` the worker process records the start and, from the
+    returned outcome, the end, over its long-lived database connection; the
+    horse then touches the database only for what the tool reports while it
+    runs. Under any other worker the horse records both itself.
+    """
     connections_detach_inherited()
     try:
-        JobExecution(job_id).run()
+        execution = JobExecution(job_id)
+        execution.run()
+        return execution.outcome
     finally:
         connections.close_all()
+
+
+def job_start_in_worker(*, job_id: str, worker_name: str) -> None:
+    """In the worker process, before the fork: start the job (or note that it may not)."""
+    STARTED_BY_WORKER.clear()
+    try:
+        STARTED_BY_WORKER[job_id] = lifecycle.job_start(job_id=job_id, worker_name=worker_name)
+    except (JobTransitionError, Job.DoesNotExist) as exc:
+        log.info("job %s not started: %s", job_id, exc)
+        STARTED_BY_WORKER[job_id] = None
+
+
+def job_finish_in_worker(*, job_id: str, outcome: Any, horse_status: str) -> None:
+    """In the worker process, after the horse: record the outcome it returned.
+
+    No outcome means the horse died without one (killed, crashed); unless the
+    job already ended (a forced stop records its own state), it failed.
+    """
+    started = STARTED_BY_WORKER.pop(job_id, None)
+    if started is None:
+        return
+    try:
+        if isinstance(outcome, dict) and outcome.get("transition") in FINISHING_TRANSITIONS:
+            getattr(lifecycle, outcome["transition"])(job_id=job_id, **outcome["kwargs"])
+        else:
+            lifecycle.job_fail(
+                job_id=job_id,
+                code="worker_lost",
+                message=f"The work horse ended without a result (RQ status {horse_status}).",
+            )
+    except JobTransitionError as exc:
+        log.info("job %s already ended: %s", job_id, exc)
 
 
 class StopReason:
@@ -241,15 +287,24 @@ def stop_horse(job_id: str) -> None:
 class JobExecution:
     def __init__(self, job_id: str) -> None:
         self.job_id = job_id
+        # The worker process started the job and records how it ends from ``outcome``.
+        self.worker_finishes = job_id in STARTED_BY_WORKER
+        self.outcome: dict[str, Any] | None = None
 
     def run(self) -> None:
-        try:
-            job = lifecycle.job_start(job_id=self.job_id, worker_name=worker_name())
-        except JobTransitionError as exc:
-            log.info("job %s not started: %s", self.job_id, exc)
-            return
-        except Job.DoesNotExist:
-            return
+        if self.worker_finishes:
+            started = STARTED_BY_WORKER[self.job_id]
+            if started is None:
+                return
+            job = started
+        else:
+            try:
+                job = lifecycle.job_start(job_id=self.job_id, worker_name=worker_name())
+            except JobTransitionError as exc:
+                log.info("job %s not started: %s", self.job_id, exc)
+                return
+            except Job.DoesNotExist:
+                return
         tool = get_tool(job.tool)
         if tool is None:
             self.end(lifecycle.job_fail, code="unknown_tool", message=f"No tool {job.tool!r}.")
@@ -301,6 +356,9 @@ class JobExecution:
             self.end(lifecycle.job_cancel, message="Stopped on request.")
 
     def end(self, transition: Any, **kwargs: Any) -> None:
+        if self.worker_finishes:
+            self.outcome = {"transition": transition.__name__, "kwargs": kwargs}
+            return
         try:
             transition(job_id=self.job_id, **kwargs)
         except JobTransitionError as exc:

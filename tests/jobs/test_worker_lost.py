@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import os
 import signal
+from pathlib import Path
 from typing import Any
 
 import django_rq
@@ -9,10 +10,23 @@ import pytest
 from rq import Worker
 
 from jobs.models import JobEvent
-from tests.conftest import wait_for_workers
+from tests.conftest import wait_for_workers, wait_until
 from tests.jobs.factories import started_job_id, wait_for_status
 
 pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def children_of(pid: int) -> list[int]:
+    """Processes whose parent is ``pid`` (the worker's work horse)."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid:
+            found.append(int(stat.parent.name))
+    return found
 
 
 def test_a_job_whose_worker_is_killed_ends_failed_worker_lost(
@@ -20,14 +34,14 @@ def test_a_job_whose_worker_is_killed_ends_failed_worker_lost(
 ) -> None:
     job_id = started_job_id(api_client, "sleepy", {"seconds": 120, "steps": 1000})
     job = wait_for_status(job_id, "running")
-    rq_name, horse_pid = job.worker_name.rsplit("/", 1)
     connection = django_rq.get_connection("tools")
-    worker = Worker.find_by_key(f"rq:worker:{rq_name}", connection=connection)
+    worker = Worker.find_by_key(f"rq:worker:{job.worker_name}", connection=connection)
     assert worker is not None
+    horses = wait_until(lambda: children_of(worker.pid))
 
     # The whole machine goes: the worker and its work horse, without a chance to clean up.
-    os.kill(int(horse_pid), signal.SIGKILL)
-    os.kill(worker.pid, signal.SIGKILL)
+    for pid in [worker.pid, *horses]:
+        os.kill(pid, signal.SIGKILL)
     # Keep two tool workers for the rest of the suite.
     rq_workers.start("worker-tools-replacement", "rqworker", "tools", "default")
 
