@@ -81,3 +81,15 @@ def test_other_peoples_pages_are_not_found(user: Any, other_user: Any, path: str
     url = path.format(s=session.id, j=job.id)
     assert logged_in(other_user).get(url).status_code == 404
     assert Client().get(url)["Location"].startswith("/login/")
+
+
+def test_the_chat_page_renders_every_event_kind() -> None:
+    import re
+
+    from django.conf import settings
+
+    from sessions.models import Event
+
+    script = (settings.BASE_DIR / "static" / "js" / "chat.js").read_text()
+    handlers = script[script.index("const HANDLERS = {") :].split("};")[0]
+    assert set(re.findall(r"^\s+(\w+):", handlers, re.M)) == set(Event.Kind.values)
