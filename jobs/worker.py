@@ -4,7 +4,8 @@ RQ forks a work horse per job, and a horse is a fresh process: a database
 connection opened there is opened for one job only. For tool jobs this worker
 records the start before the fork and the end after it, over the worker's own
 long-lived connection, so a short job costs the horse no database connection
-at all. Every other job runs exactly as under RQ's ``Worker``.
+at all. Every other job runs exactly as under RQ's ``Worker``, forked while
+this process holds no database connection.
 """
 
 from __future__ import annotations
@@ -36,6 +37,9 @@ def with_reconnect(action: Callable[[], Any]) -> Any:
 class JobWorker(Worker):
     def execute_job(self, job: RqJob, queue: Queue) -> None:
         if job.func_name != RUN_JOB or len(job.args) != 1:
+            # Other tasks do not know to leave an inherited connection alone: fork
+            # them without one (the next tool job reconnects).
+            connections.close_all()
             super().execute_job(job, queue)
             return
         job_id = str(job.args[0])
