@@ -170,14 +170,16 @@ class SessionConsumer(AsyncWebsocketConsumer):
             return await self.close(CLOSE_NOT_FOUND)
         self.tail = streams.LogTail(session_id=session_id, owner_id=self.user.pk, after=after)
         self.live: asyncio.Queue[dict[str, Any]] = asyncio.Queue(maxsize=self.live_queue_max)
-        nonce = streams.new_nonce()
-        await self.channel_layer.group_add(self.session.group_name, self.channel_name)
-        self.forwarder = asyncio.create_task(self.forward(nonce))
-        await self.channel_layer.group_send(self.session.group_name, streams.sync_message(nonce))
+        group = self.session.group_name
+        await self.channel_layer.group_add(group, self.channel_name)
+        nonce = streams.follower_join(group)
+        self.forwarder = asyncio.create_task(self.forward(group, nonce))
+        if nonce is not None:
+            await self.channel_layer.group_send(group, streams.sync_message(nonce))
 
-    async def forward(self, nonce: str) -> None:
+    async def forward(self, group: str, nonce: str | None) -> None:
         try:
-            async for frame in streams.follow(self.tail, self.live, nonce, IDLE_CHECK_S):
+            async for frame in streams.follow(self.tail, self.live, group, nonce, IDLE_CHECK_S):
                 if frame is not None:
                     await self.send(text_data=json.dumps(frame, separators=(",", ":")))
         except Exception:
@@ -220,6 +222,7 @@ class SessionConsumer(AsyncWebsocketConsumer):
         if self.forwarder is None:
             return
         self.forwarder.cancel()
+        streams.follower_leave(self.session.group_name)
         await self.channel_layer.group_discard(self.session.group_name, self.channel_name)
         if self.by_cookie:
             await session_mark_seen(self.session.id, self.tail.cursor)

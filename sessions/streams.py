@@ -164,10 +164,52 @@ def sync_message(nonce: str) -> dict[str, Any]:
     return {"type": SYNC_TYPE, "nonce": nonce}
 
 
+# Followers of a group in one process share one Redis subscription (per event
+# loop). Once one marker has come back through it, later followers of the same
+# group need no marker of their own while the subscription lasts, that is while
+# a local follower remains: this keeps N followers of one session from costing
+# N² marker deliveries.
+_local_followers: dict[tuple[int, str], int] = {}
+_proven_groups: set[tuple[int, str]] = set()
+
+
+def _group_key(group: str) -> tuple[int, str]:
+    return (id(asyncio.get_running_loop()), group)
+
+
+def follower_join(group: str) -> str | None:
+    """Count a local follower (after its ``group_add``); the marker nonce it must wait for,
+    or None when the group's subscription is already proven live."""
+    key = _group_key(group)
+    _local_followers[key] = _local_followers.get(key, 0) + 1
+    return None if key in _proven_groups else new_nonce()
+
+
+def follower_proven(group: str) -> None:
+    key = _group_key(group)
+    if key in _local_followers:
+        _proven_groups.add(key)
+
+
+def follower_leave(group: str) -> None:
+    """Uncount a follower (before its ``group_discard``, which may end the subscription)."""
+    key = _group_key(group)
+    left = _local_followers.get(key, 1) - 1
+    if left > 0:
+        _local_followers[key] = left
+    else:
+        _local_followers.pop(key, None)
+        _proven_groups.discard(key)
+
+
 async def follow(
-    tail: LogTail, live: asyncio.Queue[dict[str, Any]], nonce: str, idle_s: float
+    tail: LogTail,
+    live: asyncio.Queue[dict[str, Any]],
+    group: str,
+    nonce: str | None,
+    idle_s: float,
 ) -> AsyncIterator[Frame | None]:
-    """Replay, then live. ``live`` receives the group's messages, starting with our marker.
+    """Replay, then live. ``live`` receives the group's messages (after our marker, if any).
 
     Yields ``None`` once caught up with the log and after each ``idle_s`` without
     traffic (a heartbeat); an idle follower re-reads the log, so a notification
@@ -176,8 +218,9 @@ async def follow(
     early: list[dict[str, Any]] = []
     try:
         async with asyncio.timeout(BARRIER_TIMEOUT_S):
-            while (arrived := await live.get()) != sync_message(nonce):
+            while nonce is not None and (arrived := await live.get()) != sync_message(nonce):
                 early.append(arrived)
+        follower_proven(group)
     except TimeoutError:
         log.warning("stream marker for %s did not come back; replaying anyway", tail.session_id)
     async for frame in tail.replay():
@@ -239,14 +282,16 @@ class LayerFollower:
         self.layer = get_channel_layer()
         self.queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue(maxsize=LIVE_QUEUE_MAX)
         self.overflowed = False
-        self.nonce = new_nonce()
+        self.nonce: str | None = None
 
     async def __aenter__(self) -> LayerFollower:
         assert self.layer is not None, "CHANNEL_LAYERS is not configured"
         self.channel = await self.layer.new_channel()
         await self.layer.group_add(self.group, self.channel)
+        self.nonce = follower_join(self.group)
         self.reader = asyncio.create_task(self.read())
-        await self.layer.group_send(self.group, sync_message(self.nonce))
+        if self.nonce is not None:
+            await self.layer.group_send(self.group, sync_message(self.nonce))
         return self
 
     async def read(self) -> None:
@@ -262,6 +307,7 @@ class LayerFollower:
     async def __aexit__(self, *exc: object) -> None:
         assert self.layer is not None
         self.reader.cancel()
+        follower_leave(self.group)
         await self.layer.group_discard(self.group, self.channel)
 
 
@@ -271,7 +317,7 @@ async def sse_body(
     """The event stream: frames as SSE events, comments as heartbeats."""
     yield f"retry: 2000\n: following {tail.session_id} after seq {tail.cursor}\n\n"
     async with LayerFollower(group) as live:
-        async for frame in follow(tail, live.queue, live.nonce, heartbeat_s()):
+        async for frame in follow(tail, live.queue, group, live.nonce, heartbeat_s()):
             if live.overflowed:
                 return  # too slow: the client reconnects with Last-Event-ID
             if frame is None:
