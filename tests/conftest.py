@@ -183,3 +183,14 @@ def wait_until(predicate: Callable[[], Any], timeout: float = 20, interval: floa
         if time.monotonic() > deadline:
             raise AssertionError(f"condition not met within {timeout}s")
         time.sleep(interval)
+
+
+def pytest_collection_modifyitems(session: pytest.Session, config: Any, items: list[Any]) -> None:
+    """Run the browser tests first.
+
+    They run their own workers with a slowed model (so a person could watch the
+    text stream); those must be the only workers on the queues while they run,
+    so they go before the suite-wide ``rq_workers`` start.
+    """
+    browser_dir = BASE_DIR / "tests" / "browser"
+    items.sort(key=lambda item: 0 if browser_dir in Path(str(item.path)).parents else 1)

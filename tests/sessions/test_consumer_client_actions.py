@@ -41,15 +41,19 @@ async def test_a_message_frame_posts_a_pending_user_message_with_a_run(user: Any
 
 
 @database_sync_to_async
-def queued_run(session: AgentSession) -> Run:
+def held_run(session: AgentSession) -> Run:
+    """A run that stays active until interrupted, whether or not a turn worker takes it."""
+    from sessions.llm.scripted import scripted_push
     from sessions.services import message_post
 
+    AgentSession.objects.filter(pk=session.id).update(model="scripted")
+    scripted_push(session.id, {"text": "thinking", "gate": "never-opened"})
     return message_post(session=session, text="a long question")[1]
 
 
 async def test_interrupt_cancels_the_sessions_run(user: Any) -> None:
     session = await make_session(user)
-    run = await queued_run(session)
+    run = await held_run(session)
     comm = communicator(session.id, headers=[await cookie_for(user)])
     await connect(comm)
     await frames(comm, 1)  # the user message
