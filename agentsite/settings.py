@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import secrets
+import sys
 from pathlib import Path
 from urllib.parse import urlparse
 
@@ -220,6 +221,12 @@ except ValueError:
     )
     AGENTSITE_WEBHOOK_RETRY_S = [5.0, 30.0, 120.0, 600.0, 1800.0]
 AGENTSITE_WEBHOOK_TIMEOUT_S = env_float("AGENTSITE_WEBHOOK_TIMEOUT_S", 10.0)
+# Pause between write_report's sections (so progress is visible; 0 in a hurry).
+AGENTSITE_REPORT_SECTION_DELAY_S = env_float("AGENTSITE_REPORT_SECTION_DELAY_S", 0.5)
+# The Python that run_tests runs pytest with (the workspace's own virtualenv, say).
+AGENTSITE_WORKSPACE_PYTHON = env_str("AGENTSITE_WORKSPACE_PYTHON") or sys.executable
+# Seconds between keep-alive comments on server-sent event streams.
+AGENTSITE_SSE_HEARTBEAT_S = env_float("AGENTSITE_SSE_HEARTBEAT_S", 15.0)
 # Extra modules that register tools (comma-separated dotted paths), imported by
 # every process together with the built-in tools.
 AGENTSITE_EXTRA_TOOLS = env_list("AGENTSITE_EXTRA_TOOLS", [])
@@ -247,7 +254,7 @@ DATA_UPLOAD_MAX_MEMORY_SIZE = env_int("AGENTSITE_MAX_BODY_BYTES", 1024 * 1024)
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "formatters": {"plain": {"format": "%(levelname)s %(name)s: %(message)s"}},
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
     "loggers": {"django.db.backends": {"level": "WARNING"}},

@@ -14,7 +14,8 @@ import django_rq
 import pytest
 from django.conf import settings
 from django.contrib.auth import get_user_model
-from django.db import connection
+from django.db import OperationalError, connection
+from django.db.backends.base.operations import BaseDatabaseOperations
 from django.test import Client
 from rq import Worker
 
@@ -22,6 +23,32 @@ from agentsite.models import ApiToken
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 ARTIFACTS = BASE_DIR / "test-artifacts" / os.environ.get("AGENTSITE_TEST_DB", "test")
+
+
+# --- flushing between transactional tests ------------------------------------------
+
+_execute_sql_flush = BaseDatabaseOperations.execute_sql_flush
+
+
+def execute_sql_flush_retrying(self: BaseDatabaseOperations, sql_list: list[str]) -> None:
+    """Retry the between-tests TRUNCATE when PostgreSQL picks it as a deadlock victim.
+
+    Real workers keep running across tests; one that is still finishing the
+    previous test's work can hold a row lock in the opposite order to the
+    TRUNCATE's table locks. Retrying after the worker's transaction ends is
+    what a person would do, and loses nothing: the flush is all-or-nothing.
+    """
+    for attempt in range(6):
+        try:
+            _execute_sql_flush(self, sql_list)
+            return
+        except OperationalError as exc:
+            if "deadlock" not in str(exc) or attempt == 5:
+                raise
+            time.sleep(0.2 * (attempt + 1))
+
+
+BaseDatabaseOperations.execute_sql_flush = execute_sql_flush_retrying  # type: ignore[method-assign]
 
 
 # --- people and clients ----------------------------------------------------------
