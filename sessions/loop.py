@@ -34,11 +34,11 @@ from sessions.models import AgentSession, Event
 from sessions.runs import (
     HEARTBEAT_EVERY_S,
     run_cancel,
-    run_cancel_requested,
     run_complete,
     run_fail,
     run_first_token,
     run_heartbeat,
+    run_should_stop,
     run_start,
 )
 from sessions.toolbox import tool_execute
@@ -183,7 +183,7 @@ class Turn:
                 last_beat = time.monotonic()
                 cancelled = await _db(run_heartbeat)(run_id=self.run_id)
             else:
-                cancelled = await _db(run_cancel_requested)(run_id=self.run_id)
+                cancelled = await _db(run_should_stop)(run_id=self.run_id)
             if cancelled:
                 self.interrupt.set()
                 return

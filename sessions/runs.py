@@ -159,13 +159,22 @@ def run_start(*, run_id: str) -> Claim | None:
 
 
 def run_heartbeat(*, run_id: str) -> bool:
-    """Record that the worker is alive; returns True when a cancel was requested."""
+    """Record that the worker is alive; returns True when the turn should stop."""
     Run.objects.filter(pk=run_id, status=Run.Status.RUNNING).update(heartbeat_at=timezone.now())
-    return run_cancel_requested(run_id=run_id)
+    return run_should_stop(run_id=run_id)
 
 
-def run_cancel_requested(*, run_id: str) -> bool:
-    return Run.objects.filter(pk=run_id, cancel_requested_at__isnull=False).exists()
+def run_should_stop(*, run_id: str) -> bool:
+    """True once an interrupt was requested, or the run is no longer running.
+
+    A run that another process already ended (the scheduler reaping it as lost)
+    or whose session is gone must not keep a turn worker busy.
+    """
+    row = Run.objects.filter(pk=run_id).values_list("status", "cancel_requested_at").first()
+    if row is None:
+        return True
+    status, cancel_requested_at = row
+    return cancel_requested_at is not None or status != Run.Status.RUNNING
 
 
 def run_first_token(*, run_id: str) -> None:

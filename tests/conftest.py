@@ -51,6 +51,25 @@ def execute_sql_flush_retrying(self: BaseDatabaseOperations, sql_list: list[str]
 BaseDatabaseOperations.execute_sql_flush = execute_sql_flush_retrying  # type: ignore[method-assign]
 
 
+@pytest.fixture(scope="session", autouse=True)
+def stray_connections_closed(django_db_setup: None, django_db_blocker: Any) -> Iterator[None]:
+    """Let the test database be dropped at the end of the run.
+
+    In-process ASGI tests touch the database from asgiref's worker threads, each
+    with a connection of its own that outlives the test; PostgreSQL refuses to
+    drop a database with open sessions, so they are ended here, after every
+    worker subprocess has stopped.
+    """
+    yield
+    with django_db_blocker.unblock():
+        if connection.vendor == "postgresql":
+            with connection.cursor() as cursor:
+                cursor.execute(
+                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+                    " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+                )
+
+
 # --- people and clients ----------------------------------------------------------
 
 
