@@ -6,6 +6,7 @@ readable code, a sentence for people, and optional structured details.
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
@@ -39,6 +40,9 @@ def error_body(code: str, message: str, details: Any = None) -> dict[str, Any]:
     return {"error": error}
 
 
+LAST_USED_RESOLUTION = timedelta(seconds=60)
+
+
 class BearerTokenAuth(HttpBearer):
     def authenticate(self, request: HttpRequest, token: str) -> AbstractBaseUser | None:
         return user_for_token(token)
@@ -49,7 +53,11 @@ def user_for_token(raw: str) -> AbstractBaseUser | None:
     api_token = ApiToken.objects.for_raw_token(raw)
     if api_token is None or not api_token.user.is_active:
         return None
-    ApiToken.objects.filter(pk=api_token.pk).update(last_used_at=timezone.now())
+    now = timezone.now()
+    # A write per request would serialise every API call on SQLite's write lock;
+    # "last used" to the minute is what an operator needs.
+    if api_token.last_used_at is None or now - api_token.last_used_at > LAST_USED_RESOLUTION:
+        ApiToken.objects.filter(pk=api_token.pk).update(last_used_at=now)
     return api_token.user
 
 

@@ -46,3 +46,15 @@ def test_an_inactive_users_token_is_refused(user: object) -> None:
     user.save()  # type: ignore[attr-defined]
     response = Client().get("/api/me", headers={"Authorization": f"Bearer {raw}"})
     assert response.status_code == 401
+
+
+def test_last_use_is_recorded_to_the_minute_not_on_every_call(user: object) -> None:
+    token, raw = ApiToken.issue(user=user)
+    client = Client(headers={"Authorization": f"Bearer {raw}"})
+    assert client.get("/api/me").status_code == 200
+    token.refresh_from_db()
+    first = token.last_used_at
+    assert first is not None
+    assert client.get("/api/me").status_code == 200
+    token.refresh_from_db()
+    assert token.last_used_at == first
