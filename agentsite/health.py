@@ -58,11 +58,13 @@ def queue_workers_state(queue_name: str) -> dict[str, Any]:
 def scheduler_state() -> dict[str, Any]:
     try:
         conn = django_rq.get_connection("default")
-        entries = conn.zrange(cron_registry_key(), 0, -1, withscores=True)
+        entries: list[tuple[bytes, float]] = conn.zrange(  # type: ignore[assignment]
+            cron_registry_key(), 0, -1, withscores=True
+        )
     except Exception as exc:
         return {"ok": False, "error": str(exc)}
     now = timezone.now().timestamp()
-    last = max((score for _, score in entries), default=None)
+    last = max((float(score) for _, score in entries), default=None)
     ok = last is not None and now - last < SCHEDULER_STALE_AFTER.total_seconds()
     last_iso = datetime.fromtimestamp(last, tz=UTC).isoformat() if last else None
     return {"ok": ok, "last_heartbeat": last_iso}
