@@ -34,32 +34,14 @@ from typing import Any
 BASE_DIR = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(BASE_DIR))
 
+from _scratch import scratch_environment  # noqa: E402
+
 TIME_SCALE = float(os.environ.get("BENCH_TIME_SCALE", "10"))
 SIM_MINUTES = float(os.environ.get("BENCH_SIM_MINUTES", "3"))
 TTFT_SAMPLES = int(os.environ.get("BENCH_TTFT_SAMPLES", "15"))
 LONG_JOBS = 10
 # Simulated model latency for the batching experiment: per call, per input and output token.
 SIM_LATENCY = (4.0, 0.0002, 0.02)
-
-
-def prepare_environment(scratch: Path) -> list[subprocess.Popen[bytes]]:
-    owned: list[subprocess.Popen[bytes]] = []
-    if not os.environ.get("REDIS_URL"):
-        from agentsite.embedded_redis import start_embedded_redis
-
-        process, url = start_embedded_redis(scratch / "redis")
-        owned.append(process)
-        os.environ["REDIS_URL"] = url
-    os.environ["DATABASE_URL"] = os.environ.get(
-        "BENCH_DATABASE_URL", f"sqlite:///{scratch / 'bench.sqlite3'}"
-    )
-    os.environ["AGENTSITE_REDIS_PREFIX"] = f"bench-duplex-{os.getpid()}"
-    os.environ["AGENTSITE_EXTRA_TOOLS"] = (
-        "tests.jobs.tools_for_tests,tests.sessions.tools_for_tests"
-    )
-    os.environ["DJANGO_SETTINGS_MODULE"] = "agentsite.settings"
-    os.environ.setdefault("LOG_LEVEL", "WARNING")
-    return owned
 
 
 class Workers:
@@ -327,7 +309,11 @@ def bench_batching(user: Any, workers: Workers) -> None:
 
 def main() -> int:
     scratch = Path(tempfile.mkdtemp(prefix="agentsite-bench-duplex-"))
-    owned = prepare_environment(scratch)
+    owned = scratch_environment(
+        scratch,
+        name="duplex",
+        extra_tools="tests.jobs.tools_for_tests,tests.sessions.tools_for_tests",
+    )
     import django
 
     django.setup()

@@ -24,14 +24,11 @@ from typing import Any
 BASE_DIR = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(BASE_DIR))
 
+from _scratch import percentile, scratch_environment  # noqa: E402
+
 N_JOBS = int(os.environ.get("BENCH_JOBS", "200"))
 N_WORKERS = int(os.environ.get("BENCH_WORKERS", "2"))
 N_IDLE = int(os.environ.get("BENCH_IDLE_JOBS", "30"))
-
-
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
 def describe(
@@ -45,24 +42,6 @@ def describe(
         f"  p95 {1000 * percentile(wait, 0.95):6.1f} ms"
     )
     return rate
-
-
-def prepare_environment(scratch: Path) -> list[subprocess.Popen[bytes]]:
-    owned: list[subprocess.Popen[bytes]] = []
-    if not os.environ.get("REDIS_URL"):
-        from agentsite.embedded_redis import start_embedded_redis
-
-        process, url = start_embedded_redis(scratch / "redis")
-        owned.append(process)
-        os.environ["REDIS_URL"] = url
-    os.environ["DATABASE_URL"] = os.environ.get(
-        "BENCH_DATABASE_URL", f"sqlite:///{scratch / 'bench.sqlite3'}"
-    )
-    os.environ["AGENTSITE_REDIS_PREFIX"] = f"bench-{os.getpid()}"
-    os.environ["AGENTSITE_EXTRA_TOOLS"] = "tests.jobs.tools_for_tests"
-    os.environ["DJANGO_SETTINGS_MODULE"] = "agentsite.settings"
-    os.environ.setdefault("LOG_LEVEL", "WARNING")
-    return owned
 
 
 def start_workers(scratch: Path) -> list[subprocess.Popen[bytes]]:
@@ -184,7 +163,7 @@ def bench_idle_wait(client: Any, count: int) -> float:
 
 def main() -> int:
     scratch = Path(tempfile.mkdtemp(prefix="agentsite-bench-"))
-    owned = prepare_environment(scratch)
+    owned = scratch_environment(scratch, name="jobs", extra_tools="tests.jobs.tools_for_tests")
     workers: list[subprocess.Popen[bytes]] = []
     try:
         import django

@@ -11,7 +11,9 @@ HERE = Path(__file__).resolve().parent
 
 def main() -> int:
     failures = 0
-    scripts = sorted(p for p in HERE.glob("*.py") if p.name not in {"run.py", "__init__.py"})
+    scripts = sorted(
+        p for p in HERE.glob("*.py") if p.name != "run.py" and not p.name.startswith("_")
+    )
     if not scripts:
         print("no benchmarks yet")
         return 0

@@ -37,6 +37,8 @@ from typing import Any
 BASE_DIR = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(BASE_DIR))
 
+from _scratch import percentile, scratch_environment  # noqa: E402
+
 LATENCY_EVENTS = int(os.environ.get("BENCH_STREAM_EVENTS", "300"))
 RESUME_EVENTS = int(os.environ.get("BENCH_RESUME_EVENTS", "3000"))
 DISCONNECTS = int(os.environ.get("BENCH_DISCONNECTS", "200"))
@@ -62,11 +64,6 @@ APPENDER = textwrap.dedent(
 )
 
 
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
-
-
 def ms(values: list[float]) -> str:
     p50, p99 = 1000 * statistics.median(values), 1000 * percentile(values, 0.99)
     return f"p50 {p50:6.2f} ms  p99 {p99:6.2f} ms"
@@ -79,23 +76,6 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
-
-
-def prepare_environment(scratch: Path) -> list[subprocess.Popen[bytes]]:
-    owned: list[subprocess.Popen[bytes]] = []
-    if not os.environ.get("REDIS_URL"):
-        from agentsite.embedded_redis import start_embedded_redis
-
-        process, url = start_embedded_redis(scratch / "redis")
-        owned.append(process)
-        os.environ["REDIS_URL"] = url
-    os.environ["DATABASE_URL"] = os.environ.get(
-        "BENCH_DATABASE_URL", f"sqlite:///{scratch / 'bench.sqlite3'}"
-    )
-    os.environ["AGENTSITE_REDIS_PREFIX"] = f"bench-stream-{os.getpid()}"
-    os.environ["DJANGO_SETTINGS_MODULE"] = "agentsite.settings"
-    os.environ.setdefault("LOG_LEVEL", "WARNING")
-    return owned
 
 
 def start_daphne(scratch: Path) -> tuple[subprocess.Popen[bytes], str]:
@@ -310,7 +290,7 @@ async def next_live_frame(ws: Any, after_seq: int) -> float:
 
 def main() -> int:
     scratch = Path(tempfile.mkdtemp(prefix="agentsite-bench-stream-"))
-    owned = prepare_environment(scratch)
+    owned = scratch_environment(scratch, name="stream")
     import django
 
     django.setup()
