@@ -136,7 +136,13 @@ class Command(BaseCommand):
             sys.stdout.flush()
 
     def watch(self) -> None:
+        # `make run` killed by a supervisor (not by Ctrl-C, which reaches the whole
+        # process group) would leave this process orphaned: follow the parent out.
+        parent = os.getppid()
         while not self.stopping:
+            if os.getppid() != parent:
+                self.say("the parent process exited; stopping everything")
+                return
             for child in self.children:
                 assert child.process is not None
                 code = child.process.poll()
