@@ -6,7 +6,7 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +30,7 @@ ARTIFACTS = BASE_DIR / "test-artifacts" / os.environ.get("AGENTSITE_TEST_DB", "t
 _execute_sql_flush = BaseDatabaseOperations.execute_sql_flush
 
 
-def execute_sql_flush_retrying(self: BaseDatabaseOperations, sql_list: list[str]) -> None:
+def execute_sql_flush_retrying(self: BaseDatabaseOperations, sql_list: Iterable[str]) -> None:
     """Retry the between-tests TRUNCATE when PostgreSQL picks it as a deadlock victim.
 
     Real workers keep running across tests; one that is still finishing the
@@ -40,7 +40,7 @@ def execute_sql_flush_retrying(self: BaseDatabaseOperations, sql_list: list[str]
     """
     for attempt in range(6):
         try:
-            _execute_sql_flush(self, sql_list)
+            _execute_sql_flush(self, list(sql_list))
             return
         except OperationalError as exc:
             if "deadlock" not in str(exc) or attempt == 5:
@@ -48,7 +48,7 @@ def execute_sql_flush_retrying(self: BaseDatabaseOperations, sql_list: list[str]
             time.sleep(0.2 * (attempt + 1))
 
 
-BaseDatabaseOperations.execute_sql_flush = execute_sql_flush_retrying  # type: ignore[method-assign]
+BaseDatabaseOperations.execute_sql_flush = execute_sql_flush_retrying  # type: ignore[method-assign,assignment]
 
 
 @pytest.fixture(scope="session", autouse=True)

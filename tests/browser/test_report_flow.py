@@ -37,6 +37,7 @@ def test_a_report_can_be_read_and_downloaded_after_coming_back(
     card.locator(".read-report").click()
     report = card.locator(".report")
     report.wait_for()
+    assert job.result is not None
     first_line = job.result["markdown"].strip().splitlines()[0].lstrip("# ").strip()
     assert first_line in report.inner_text()
 

@@ -21,7 +21,8 @@ def test_a_job_waits_for_its_dependencies_then_runs(api_client: Any, rq_workers:
 
     jobs = {j.id: j for j in Job.objects.all()}
     assert jobs[dependent].status == "done"
-    assert jobs[dependent].started_at >= jobs[first].finished_at
+    started, finished = jobs[dependent].started_at, jobs[first].finished_at
+    assert started is not None and finished is not None and started >= finished
     status = api_client.get(f"/api/jobs/{dependent}").json()
     assert status["depends_on"] == sorted([first, second])
 

@@ -36,8 +36,9 @@ def test_a_job_whose_worker_is_killed_ends_failed_worker_lost(
     job = wait_for_status(job_id, "running")
     connection = django_rq.get_connection("tools")
     worker = Worker.find_by_key(f"rq:worker:{job.worker_name}", connection=connection)
-    assert worker is not None
-    horses = wait_until(lambda: children_of(worker.pid))
+    assert worker is not None and worker.pid is not None
+    worker_pid = worker.pid
+    horses = wait_until(lambda: children_of(worker_pid))
 
     # The whole machine goes: the worker and its work horse, without a chance to clean up.
     for pid in [worker.pid, *horses]:

@@ -103,6 +103,7 @@ def test_jobs_started_by_the_model_report_back_and_shrink_once_seen(
         }
     ]
     completion = Event.objects.get(session=session, payload__event="job_completed")
+    assert completion.consumed_by is not None
     result = results_of(completion.consumed_by)["r1"]["output"]
     assert result["output"]["summary"] == f"gate {session.id}-1 opened"
 

@@ -27,7 +27,7 @@ async def test_a_message_frame_posts_a_pending_user_message_with_a_run(user: Any
     await connect(comm)
     await comm.send_to(text_data='{"type": "message", "text": "hello there"}')
 
-    received = []
+    received: list[dict[str, Any]] = []
     while not any(f.get("type") == "message" for f in received) or not any(
         f.get("kind") == "user_message" for f in received
     ):

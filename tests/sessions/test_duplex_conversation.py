@@ -62,4 +62,4 @@ def test_the_agent_answers_while_the_tests_run_then_reports_them(
     assert third is not None and third.status == Run.Status.COMPLETED
     report = messages(session, third)[-1]
     assert report.startswith("The tests finished:")
-    assert job.result["summary"] in report
+    assert job.result is not None and job.result["summary"] in report

@@ -5,6 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import textwrap
+from typing import Any
 
 import pytest
 
@@ -24,7 +25,7 @@ WRITER = textwrap.dedent(
 )
 
 
-def test_it_numbers_events_from_one(user: object) -> None:
+def test_it_numbers_events_from_one(user: Any) -> None:
     session = AgentSession.objects.create(owner=user)
     first = event_append(
         session_id=session.id, kind="user_message", payload={"text": "hi"}, pending=True
@@ -51,7 +52,7 @@ def test_appending_to_a_missing_session_raises(db: None) -> None:
 
 
 @pytest.mark.django_db(transaction=True)
-def test_concurrent_writer_processes_never_leave_gaps_or_duplicates(user: object) -> None:
+def test_concurrent_writer_processes_never_leave_gaps_or_duplicates(user: Any) -> None:
     session = AgentSession.objects.create(owner=user)
     writers, per_writer = 6, 40
     procs = [

@@ -54,6 +54,7 @@ def test_questions_about_a_finished_job_read_its_result(user: Any, rq_workers: A
     wait_until(lambda: Job.objects.get(pk=job.id).is_terminal, timeout=90)
     wait_for_idle(session)
     job.refresh_from_db()
+    assert job.result is not None
     answer = say(session, "which tests failed?")
     assert answer.startswith(f"{job.id}: {job.result['summary']}.")
     for failure in job.result["failures"][:5]:

@@ -91,6 +91,7 @@ def test_concurrent_messages_and_completions_are_each_consumed_once(
         assert run.batch_size == inbox.filter(consumed_by=run).count() >= 1
     assert sum(run.batch_size for run in runs) == writers * per_writer
     for earlier, later in pairwise(runs):
+        assert earlier.finished_at is not None and later.started_at is not None
         assert earlier.finished_at <= later.started_at, "two runs of one session overlapped"
 
     # The model was told about each event exactly once, as news.

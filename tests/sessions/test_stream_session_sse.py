@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Generator
 from typing import Any
 
 import httpx
@@ -34,7 +34,9 @@ def session_with(user: Any, count: int) -> AgentSession:
     return session
 
 
-def stream(base_url: str, path: str, headers: dict[str, str]) -> Iterator[dict[str, Any]]:
+def stream(
+    base_url: str, path: str, headers: dict[str, str]
+) -> Generator[dict[str, Any], None, None]:
     with httpx.stream("GET", base_url + path, headers=headers, timeout=30) as response:
         assert response.status_code == 200, response.read()
         assert response.headers["content-type"].startswith("text/event-stream")
