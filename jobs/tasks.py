@@ -8,6 +8,7 @@ workers that died or hang, so it must not wait behind them on ``tools`` or
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable, Iterable
 from datetime import timedelta
 
 from django.conf import settings
@@ -36,51 +37,54 @@ def deliver_webhook(delivery_id: int) -> None:
         connections.close_all()
 
 
+def jobs_end_and_stop(job_ids: Iterable[str], end: Callable[[str], object]) -> int:
+    """End each job through the lifecycle, then stop its work horse; returns how many ended.
+
+    A job that another process ended first (JobTransitionError) is left alone.
+    """
+    count = 0
+    for job_id in job_ids:
+        try:
+            end(job_id)
+        except JobTransitionError:
+            continue
+        count += 1
+        stop_horse(job_id)
+    return count
+
+
 def lost_jobs_fail() -> int:
     """Running jobs whose heartbeat went stale: their worker was killed or hangs."""
     stale = timezone.now() - timedelta(seconds=settings.AGENTSITE_JOB_HEARTBEAT_STALE_S)
     lost = Job.objects.filter(status=Job.Status.RUNNING).filter(
         Q(heartbeat_at__lt=stale) | Q(heartbeat_at__isnull=True, started_at__lt=stale)
     )
-    count = 0
-    for job_id in lost.values_list("id", flat=True):
-        try:
-            lifecycle.job_fail(
-                job_id=job_id,
-                code="worker_lost",
-                message="The worker running this job stopped sending heartbeats.",
-            )
-        except JobTransitionError:
-            continue
-        count += 1
-        stop_horse(job_id)
-    return count
+    return jobs_end_and_stop(
+        lost.values_list("id", flat=True),
+        lambda job_id: lifecycle.job_fail(
+            job_id=job_id,
+            code="worker_lost",
+            message="The worker running this job stopped sending heartbeats.",
+        ),
+    )
 
 
 def overdue_jobs_stop() -> int:
     """Running jobs whose own runner did not stop them in time (a hung horse)."""
     slack = timedelta(seconds=2 * settings.AGENTSITE_JOB_STOP_GRACE_S)
-    now = timezone.now()
-    count = 0
-    for job_id in Job.objects.filter(
-        status=Job.Status.RUNNING, deadline__lt=now - slack
-    ).values_list("id", flat=True):
-        try:
-            lifecycle.job_time_out(job_id=job_id, message="Past its deadline; stopped.")
-        except JobTransitionError:
-            continue
-        count += 1
-        stop_horse(job_id)
-    for job_id in Job.objects.filter(
-        status=Job.Status.RUNNING, cancel_requested_at__lt=now - slack
-    ).values_list("id", flat=True):
-        try:
-            lifecycle.job_cancel(job_id=job_id, message="Did not stop after the cancel request.")
-        except JobTransitionError:
-            continue
-        count += 1
-        stop_horse(job_id)
-    return count
+    cutoff = timezone.now() - slack
+    running = Job.objects.filter(status=Job.Status.RUNNING)
+    timed_out = jobs_end_and_stop(
+        running.filter(deadline__lt=cutoff).values_list("id", flat=True),
+        lambda job_id: lifecycle.job_time_out(job_id=job_id, message="Past its deadline; stopped."),
+    )
+    cancelled = jobs_end_and_stop(
+        running.filter(cancel_requested_at__lt=cutoff).values_list("id", flat=True),
+        lambda job_id: lifecycle.job_cancel(
+            job_id=job_id, message="Did not stop after the cancel request."
+        ),
+    )
+    return timed_out + cancelled
 
 
 def waiting_jobs_release() -> int:

@@ -76,7 +76,8 @@ def _run(request: HttpRequest, run_id: str) -> Run:
     return run
 
 
-def _token_error(exc: Exception) -> ApiError:
+def token_api_error(exc: BadToken | ForeignToken) -> ApiError:
+    """A continuation-token error as the API reports it: someone else's is not found."""
     if isinstance(exc, ForeignToken):
         return ApiError(404, "not_found", "No such continuation token for this resource.")
     return ApiError(400, "bad_token", str(exc) or "The continuation token is not valid.")
@@ -138,7 +139,7 @@ def list_events(request: HttpRequest, session_id: str, query: Query[EventsQuery]
     try:
         after = token_seq(query.after, session_id=session.id, owner_id=session.owner_id)
     except (BadToken, ForeignToken) as exc:
-        raise _token_error(exc) from exc
+        raise token_api_error(exc) from exc
     events = list(
         Event.objects.filter(session=session, seq__gt=after).order_by("seq")[: query.limit]
     )
@@ -167,7 +168,7 @@ def poll_run(request: HttpRequest, run_id: str, continuation_token: str = "") ->
     try:
         after = run_token_seq(continuation_token, run_id=run.id, owner_id=run.owner_id)
     except (BadToken, ForeignToken) as exc:
-        raise _token_error(exc) from exc
+        raise token_api_error(exc) from exc
     # Status first: every delta of a finished run was written before it finished.
     status = Run.objects.filter(pk=run.pk).values_list("status", flat=True).get()
     deltas = Event.objects.filter(

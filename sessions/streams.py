@@ -32,6 +32,7 @@ from django.http import HttpRequest, StreamingHttpResponse
 from ninja import Router
 
 from agentsite.api import ApiError, request_user
+from sessions.api import token_api_error
 from sessions.models import AgentSession, Event, Run
 from sessions.tokens import (
     BadToken,
@@ -360,10 +361,8 @@ async def session_stream(
     token = resume_token(request, after)
     try:
         seq = session_token_seq(token, session_id=session.id, owner_id=user.pk)
-    except BadToken as exc:
-        raise ApiError(400, "bad_token", str(exc)) from exc
-    except ForeignToken as exc:
-        raise ApiError(404, "not_found", str(exc)) from exc
+    except (BadToken, ForeignToken) as exc:
+        raise token_api_error(exc) from exc
     tail = LogTail(session_id=session.id, owner_id=user.pk, after=seq)
     return sse_response(sse_body(tail, session.group_name))
 
@@ -386,10 +385,8 @@ async def run_stream(
     token = resume_token(request, continuation_token)
     try:
         seq = run_token_seq(token, run_id=run.id, owner_id=user.pk)
-    except BadToken as exc:
-        raise ApiError(400, "bad_token", str(exc)) from exc
-    except ForeignToken as exc:
-        raise ApiError(404, "not_found", str(exc)) from exc
+    except (BadToken, ForeignToken) as exc:
+        raise token_api_error(exc) from exc
     tail = LogTail(session_id=run.session_id, owner_id=user.pk, after=seq or 0, run_id=run.id)
     group = f"{AgentSession.group_prefix()}{run.session_id}"
     return sse_response(sse_body(tail, group, until_run_ends=True))
