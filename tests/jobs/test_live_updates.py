@@ -6,6 +6,7 @@ from typing import Any
 import pytest
 from channels.db import database_sync_to_async
 from channels.layers import get_channel_layer
+from django.utils import timezone
 
 from jobs import lifecycle
 from jobs.groups import job_group, owner_jobs_group
@@ -17,9 +18,11 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 async def test_job_and_owner_groups_receive_every_transition_and_partial(user: Any) -> None:
     assert direct_publish_prefix() is not None  # the fast path is the one under test
-    # database_sync_to_async closes its connection afterwards, as consumers do.
+    # database_sync_to_async closes its connection afterwards, as consumers do. The row
+    # counts as handed to RQ (enqueued_at), so the suite's scheduler does not release it
+    # to a worker while this test drives its transitions by hand.
     job = await database_sync_to_async(Job.objects.create)(
-        owner=user, tool="sleepy", args={}, timeout_s=30
+        owner=user, tool="sleepy", args={}, timeout_s=30, enqueued_at=timezone.now()
     )
     layer = get_channel_layer()
     job_channel = await layer.new_channel()

@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 from channels.db import database_sync_to_async
+from django.utils import timezone
 
 from jobs.models import Job
 from sessions.models import AgentSession, Run
@@ -73,8 +74,14 @@ async def test_interrupt_cancels_the_sessions_run(user: Any) -> None:
 
 async def test_stop_job_cancels_your_queued_job(user: Any) -> None:
     session = await make_session(user, events=1)
+    # Handed to RQ as far as the suite's scheduler knows, so no worker picks it up first.
     job = await database_sync_to_async(Job.objects.create)(
-        owner=user, session=session, tool="run_tests", args={}, timeout_s=60
+        owner=user,
+        session=session,
+        tool="run_tests",
+        args={},
+        timeout_s=60,
+        enqueued_at=timezone.now(),
     )
     comm = communicator(session.id, headers=[await cookie_for(user)])
     await connect(comm)
