@@ -16,7 +16,7 @@ final states of jobs with a callback URL — a webhook delivery.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from datetime import timedelta
 from typing import Any
 
@@ -91,6 +91,29 @@ def _finish(
     )
 
 
+def job_queue(*, depends_on: Sequence[str] = (), **fields: Any) -> Job:
+    """Create a job ``queued`` inside the caller's transaction and publish ``job_queued``.
+
+    Without dependencies it is handed to the tool workers when the transaction
+    commits. With them it waits until they are all done — or fails at once if
+    one already ended otherwise.
+    """
+    ready = not depends_on
+    job = Job.objects.create(
+        status=S.QUEUED, enqueued_at=timezone.now() if ready else None, **fields
+    )
+    if ready:
+        job_publish(job, "job_queued", dependency_ids=[])
+        job_id, timeout_s = job.id, job.timeout_s
+        transaction.on_commit(lambda: rq_enqueue(job_id, timeout_s))
+        return job
+    job.depends_on.set(depends_on)
+    job_publish(job, "job_queued", dependency_ids=sorted(depends_on))
+    job_enqueue_if_ready(job_id=job.id)
+    job.refresh_from_db()
+    return job
+
+
 def job_start(*, job_id: str, worker_name: str = "", timeout_s: float | None = None) -> Job:
     now = timezone.now()
     if timeout_s is None:
@@ -124,7 +147,8 @@ def job_progress(*, job_id: str, fraction: float | None, message: str = "") -> J
 def job_partial(*, job_id: str, index: int, item: Any) -> JobChunk:
     """Append partial result ``index`` of a running job and tell live listeners."""
     with transaction.atomic():
-        if not Job.objects.filter(id=job_id, status=S.RUNNING).exists():
+        grown = Job.objects.filter(id=job_id, status=S.RUNNING).update(partial_count=index + 1)
+        if grown != 1:
             current = Job.objects.filter(id=job_id).values_list("status", flat=True).first()
             raise JobTransitionError(job_id, "partial", current)
         chunk = JobChunk.objects.create(job_id=job_id, index=index, item=item)
@@ -194,14 +218,13 @@ def job_request_cancel(*, job_id: str) -> str:
         return "cancelling" if status == S.RUNNING else str(status)
 
 
-def job_enqueue(*, job_id: str) -> bool:
+def job_enqueue(*, job_id: str, timeout_s: float) -> bool:
     """Hand a queued job to the tool workers once (on commit); False if already handed over."""
     handed = Job.objects.filter(id=job_id, status=S.QUEUED, enqueued_at__isnull=True).update(
         enqueued_at=timezone.now()
     )
     if handed != 1:
         return False
-    timeout_s = Job.objects.filter(id=job_id).values_list("timeout_s", flat=True).get()
     transaction.on_commit(lambda: rq_enqueue(job_id, timeout_s))
     return True
 
@@ -218,6 +241,7 @@ def rq_enqueue(job_id: str, timeout_s: float) -> None:
         job_timeout=hard_timeout,
         result_ttl=300,
         failure_ttl=24 * 3600,
+        meta={"timeout_s": timeout_s},  # the worker starts the job without reading it back
     )
 
 
@@ -274,7 +298,7 @@ def job_enqueue_if_ready(*, job_id: str) -> str:
             return "failed"
         if any(st != S.DONE for _, st in deps):
             return "waiting"
-        return "enqueued" if job_enqueue(job_id=job_id) else "ignored"
+        return "enqueued" if job_enqueue(job_id=job_id, timeout_s=job.timeout_s) else "ignored"
 
 
 # --- publishing --------------------------------------------------------------------
@@ -291,13 +315,15 @@ def job_event_payload(job: Job, event: str) -> dict[str, Any]:
         "progress": {"fraction": job.progress_fraction, "message": job.progress_message},
         "summary": job_summary(job),
         "error": job_error(job),
-        # Nothing can have been appended before the job started.
-        "partial_count": 0 if event in {"job_queued", "job_started"} else job.chunks.count(),
+        "partial_count": job.partial_count,
     }
 
 
-def job_publish(job: Job, event: str) -> None:
-    """Publish one transition: event rows now, live message and webhook after commit."""
+def job_publish(job: Job, event: str, *, dependency_ids: list[str] | None = None) -> None:
+    """Publish one transition: event rows now, live message and webhook after commit.
+
+    ``dependency_ids``, when the caller knows them, saves looking them up.
+    """
     payload = job_event_payload(job, event)
     JobEvent.objects.create(job=job, event=event, payload=payload)
     if job.session_id:
@@ -309,7 +335,8 @@ def job_publish(job: Job, event: str) -> None:
             log.exception("could not add %s of %s to session %s", event, job.id, job.session_id)
     from jobs.services import job_status_doc
 
-    message = {"type": "job.update", "job": job_status_doc(job), "event": event}
+    doc = job_status_doc(job, dependency_ids=dependency_ids)
+    message = {"type": "job.update", "job": doc, "event": event}
     groups = [job_group(job.id), owner_jobs_group(job.owner_id)]
     transaction.on_commit(lambda: group_send(groups, message))
     if job.is_terminal and job.callback_url:

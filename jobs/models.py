@@ -41,6 +41,8 @@ class Job(models.Model):
     progress_fraction = models.FloatField(null=True, blank=True, editable=False)
     progress_message = models.CharField(max_length=300, blank=True, editable=False)
     result = models.JSONField(null=True, blank=True, editable=False)
+    # How many partial results (JobChunk rows) the job has; kept by lifecycle.job_partial.
+    partial_count = models.PositiveIntegerField(default=0, editable=False)
     error_code = models.CharField(max_length=50, blank=True, editable=False)
     error_message = models.TextField(blank=True, editable=False)
     # NULL, not "", once released: the unique constraint only covers live keys.

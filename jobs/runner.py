@@ -81,11 +81,13 @@ def run_job(job_id: str) -> dict[str, Any] | None:
         connections.close_all()
 
 
-def job_start_in_worker(*, job_id: str, worker_name: str) -> None:
+def job_start_in_worker(*, job_id: str, worker_name: str, timeout_s: float | None = None) -> None:
     """In the worker process, before the fork: start the job (or note that it may not)."""
     STARTED_BY_WORKER.clear()
     try:
-        STARTED_BY_WORKER[job_id] = lifecycle.job_start(job_id=job_id, worker_name=worker_name)
+        STARTED_BY_WORKER[job_id] = lifecycle.job_start(
+            job_id=job_id, worker_name=worker_name, timeout_s=timeout_s
+        )
     except (JobTransitionError, Job.DoesNotExist) as exc:
         log.info("job %s not started: %s", job_id, exc)
         STARTED_BY_WORKER[job_id] = None
@@ -200,6 +202,8 @@ class Heartbeat(threading.Thread):
 
     The database writes (heartbeat, throttled progress) run in a thread of their
     own, so a slow or locked database never delays noticing a cancel request.
+    That thread starts when the first beat is due (the start recorded one), so
+    a job shorter than a beat costs one thread, not two.
     """
 
     def __init__(self, ctx: RunnerToolContext) -> None:
@@ -212,22 +216,32 @@ class Heartbeat(threading.Thread):
         self.beat = threading.Thread(target=self.beat_loop, name=f"beat-{ctx.job_id}", daemon=True)
 
     def run(self) -> None:
-        self.beat.start()
+        first_beat_at = time.monotonic() + settings.AGENTSITE_JOB_HEARTBEAT_S
+        failing = False
         try:
             while not self.finished.wait(CANCEL_POLL_S):
-                self.watch()
-        except Exception:
-            log.exception("watch of %s failed", self.ctx.job_id)
+                if self.beat.ident is None and time.monotonic() >= first_beat_at:
+                    self.beat.start()
+                try:
+                    self.watch()
+                    failing = False
+                except Exception:  # Redis away for a moment: look again at the next poll
+                    if not failing:
+                        log.exception("watch of %s failed", self.ctx.job_id)
+                    failing = True
         finally:
-            self.beat.join(timeout=5)
+            if self.beat.ident is not None:
+                self.beat.join(timeout=5)
             connections.close_all()
 
     def beat_loop(self) -> None:
         try:
-            while not self.finished.wait(settings.AGENTSITE_JOB_HEARTBEAT_S):
+            while True:
                 self.ctx.progress_flush()
                 if not lifecycle.job_heartbeat(job_id=self.ctx._job_id):
                     self.ctx.signal_stop(StopReason.CANCEL)  # it ended elsewhere (swept)
+                if self.finished.wait(settings.AGENTSITE_JOB_HEARTBEAT_S):
+                    break
         except Exception:
             log.exception("heartbeat of %s failed", self.ctx.job_id)
         finally:

@@ -134,7 +134,8 @@ def job_create(
         return existing, False
     try:
         with transaction.atomic():
-            job = Job.objects.create(
+            job = lifecycle.job_queue(
+                depends_on=deps,
                 owner=owner,
                 tool=tool,
                 args=clean_args,
@@ -147,17 +148,12 @@ def job_create(
                 idempotency_expires_at=timezone.now()
                 + timedelta(seconds=settings.AGENTSITE_IDEMPOTENCY_TTL_S),
             )
-            if deps:
-                job.depends_on.set(Job.objects.filter(id__in=deps))
-            lifecycle.job_publish(job, "job_queued")
-            lifecycle.job_enqueue_if_ready(job_id=job.id)
     except IntegrityError:
         # Another request with the same key committed first.
         existing = job_for_key(owner, key, fingerprint)
         if existing is None:
             raise
         return existing, False
-    job.refresh_from_db()
     return job, True
 
 
@@ -281,8 +277,10 @@ def job_error(job: Job) -> dict[str, str] | None:
     return {"code": job.error_code, "message": job.error_message}
 
 
-def job_status_doc(job: Job) -> dict[str, Any]:
-    """The body of ``GET /api/jobs/{id}``."""
+def job_status_doc(job: Job, *, dependency_ids: list[str] | None = None) -> dict[str, Any]:
+    """The body of ``GET /api/jobs/{id}``; ``dependency_ids`` when already known."""
+    if dependency_ids is None:
+        dependency_ids = sorted(dep.pk for dep in job.depends_on.all())  # uses a prefetch
     return {
         "job_id": job.id,
         "tool": job.tool,
@@ -292,7 +290,7 @@ def job_status_doc(job: Job) -> dict[str, Any]:
         "started_at": _iso(job.started_at),
         "finished_at": _iso(job.finished_at),
         "deadline": _iso(job.deadline),
-        "depends_on": sorted(dep.pk for dep in job.depends_on.all()),  # uses a prefetch
+        "depends_on": dependency_ids,
         "error": job_error(job),
     }
 
@@ -336,8 +334,9 @@ def job_result_page(job: Job, cursor: int, limit: int) -> dict[str, Any]:
         .values_list("item", flat=True)[:limit]
     )
     next_cursor = cursor + len(items)
-    more = JobChunk.objects.filter(job=job, index__gte=next_cursor).exists()
-    return {"items": items, "next_cursor": next_cursor, "complete": terminal and not more}
+    # A job that has ended adds no more partial results: its count is final.
+    complete = terminal and next_cursor >= job.partial_count
+    return {"items": items, "next_cursor": next_cursor, "complete": complete}
 
 
 def job_summary(job: Job) -> str:

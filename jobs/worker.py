@@ -43,7 +43,12 @@ class JobWorker(Worker):
             super().execute_job(job, queue)
             return
         job_id = str(job.args[0])
-        with_reconnect(lambda: runner.job_start_in_worker(job_id=job_id, worker_name=self.name))
+        timeout_s = job.meta.get("timeout_s")
+        with_reconnect(
+            lambda: runner.job_start_in_worker(
+                job_id=job_id, worker_name=self.name, timeout_s=timeout_s
+            )
+        )
         try:
             super().execute_job(job, queue)
         finally:
