@@ -323,7 +323,7 @@ def main() -> int:
         from django.core.management import call_command
 
         call_command("migrate", interactive=False, verbosity=0)
-        user = get_user_model().objects.create_user("bench", password="bench-pw-123")
+        user = get_user_model().objects.create_user(f"bench-{os.getpid()}", password="bench-pw-123")
         parts = os.environ.get("BENCH_PARTS", "1,2,3").split(",")
         if "1" in parts:
             bench_gather(user)

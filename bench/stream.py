@@ -301,7 +301,7 @@ def main() -> int:
     from sessions.models import AgentSession
 
     call_command("migrate", interactive=False, verbosity=0)
-    user = get_user_model().objects.create_user("bench", password="bench-pw")
+    user = get_user_model().objects.create_user(f"bench-{os.getpid()}", password="bench-pw")
     _, api_token = ApiToken.issue(user=user, name="bench")
     daphne, base = start_daphne(scratch)
     owned.append(daphne)

@@ -133,7 +133,7 @@ def job_list(
     jobs = services.job_list(
         owner=request_user(request), status=status, tool=tool, session_id=session_id
     )
-    page = list(jobs.prefetch_related("depends_on")[offset : offset + limit])
+    page = list(jobs[offset : offset + limit])
     return {
         "items": [services.job_status_doc(job) for job in page],
         "count": jobs.count(),

@@ -16,13 +16,15 @@ final states of jobs with a callback URL — a webhook delivery.
 from __future__ import annotations
 
 import logging
+import sqlite3
 from collections.abc import Iterable, Sequence
 from datetime import timedelta
-from typing import Any
+from typing import Any, cast
 
 import django_rq
 from django.conf import settings
-from django.db import transaction
+from django.db import connections, transaction
+from django.db.models.sql.subqueries import UpdateQuery
 from django.utils import timezone
 
 from jobs.groups import cancel_key, job_group, owner_jobs_group
@@ -52,19 +54,45 @@ class JobTransitionError(Exception):
         self.current = current
 
 
+def _compare_and_set(job_id: str, sources: Iterable[str], fields: dict[str, Any]) -> Job | None:
+    """``UPDATE … WHERE id = job_id AND status IN sources``; the updated row, or None.
+
+    PostgreSQL and SQLite 3.35+ return the row from the UPDATE itself
+    (``RETURNING``), which saves reading it back on every transition.
+    """
+    matching = Job.objects.filter(id=job_id, status__in=list(sources))
+    connection = connections[matching.db]
+    if not _returns_from_update(connection):
+        if matching.update(**fields) != 1:
+            return None
+        return Job.objects.get(id=job_id)
+    query = cast(UpdateQuery, matching.query.chain(UpdateQuery))
+    query.add_update_values(fields)
+    compiler = query.get_compiler(connection=connection)
+    compiler.pre_sql_setup()
+    sql, params = compiler.as_sql()
+    quote = connection.ops.quote_name
+    columns = ", ".join(quote(str(f.column)) for f in Job._meta.concrete_fields)
+    rows = list(Job.objects.raw(f"{sql} RETURNING {columns}", params))
+    return rows[0] if rows else None
+
+
+def _returns_from_update(connection: Any) -> bool:
+    if connection.vendor == "postgresql":
+        return True
+    return connection.vendor == "sqlite" and sqlite3.sqlite_version_info >= (3, 35)
+
+
 def _transition(
     job_id: str, *, sources: Iterable[str], target: str, event: str, **fields: Any
 ) -> Job:
     with transaction.atomic():
-        changed = Job.objects.filter(id=job_id, status__in=list(sources)).update(
-            status=target, **fields
-        )
-        if changed != 1:
+        job = _compare_and_set(job_id, sources, {"status": target, **fields})
+        if job is None:
             current = Job.objects.filter(id=job_id).values_list("status", flat=True).first()
             raise JobTransitionError(job_id, target, current)
-        job = Job.objects.get(id=job_id)
         job_publish(job, event)
-        if job.is_terminal:
+        if job.is_terminal and job.has_dependents:
             # In the same transaction: a final state and its consequences commit together.
             dependents_release(job_id=job_id, status=str(job.status))
     return job
@@ -100,15 +128,21 @@ def job_queue(*, depends_on: Sequence[str] = (), **fields: Any) -> Job:
     """
     ready = not depends_on
     job = Job.objects.create(
-        status=S.QUEUED, enqueued_at=timezone.now() if ready else None, **fields
+        status=S.QUEUED,
+        enqueued_at=timezone.now() if ready else None,
+        dependency_ids=sorted(depends_on),
+        **fields,
     )
+    job_publish(job, "job_queued")
     if ready:
-        job_publish(job, "job_queued", dependency_ids=[])
         job_id, timeout_s = job.id, job.timeout_s
         transaction.on_commit(lambda: rq_enqueue(job_id, timeout_s))
         return job
-    job.depends_on.set(depends_on)
-    job_publish(job, "job_queued", dependency_ids=sorted(depends_on))
+    link = Job.depends_on.through
+    link.objects.bulk_create([link(from_job_id=job.id, to_job_id=dep) for dep in depends_on])
+    # Before reading their states: on PostgreSQL this waits for a dependency that is
+    # ending right now, whose end then finds this job among its dependents.
+    Job.objects.filter(id__in=depends_on).update(has_dependents=True)
     job_enqueue_if_ready(job_id=job.id)
     job.refresh_from_db()
     return job
@@ -319,11 +353,8 @@ def job_event_payload(job: Job, event: str) -> dict[str, Any]:
     }
 
 
-def job_publish(job: Job, event: str, *, dependency_ids: list[str] | None = None) -> None:
-    """Publish one transition: event rows now, live message and webhook after commit.
-
-    ``dependency_ids``, when the caller knows them, saves looking them up.
-    """
+def job_publish(job: Job, event: str) -> None:
+    """Publish one transition: event rows now, live message and webhook after commit."""
     payload = job_event_payload(job, event)
     JobEvent.objects.create(job=job, event=event, payload=payload)
     if job.session_id:
@@ -335,8 +366,7 @@ def job_publish(job: Job, event: str, *, dependency_ids: list[str] | None = None
             log.exception("could not add %s of %s to session %s", event, job.id, job.session_id)
     from jobs.services import job_status_doc
 
-    doc = job_status_doc(job, dependency_ids=dependency_ids)
-    message = {"type": "job.update", "job": doc, "event": event}
+    message = {"type": "job.update", "job": job_status_doc(job), "event": event}
     groups = [job_group(job.id), owner_jobs_group(job.owner_id)]
     transaction.on_commit(lambda: group_send(groups, message))
     if job.is_terminal and job.callback_url:

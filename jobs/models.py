@@ -52,6 +52,12 @@ class Job(models.Model):
     depends_on = models.ManyToManyField(
         "self", symmetrical=False, blank=True, related_name="dependents"
     )
+    # The ids in depends_on, sorted: a copy written once with the job, so reading a
+    # job's status never needs the join table.
+    dependency_ids = models.JSONField(default=list, blank=True, editable=False)
+    # Some job depends on this one: set when such a job is created, so a job that
+    # ends looks for dependents to release only when there can be any.
+    has_dependents = models.BooleanField(default=False, editable=False)
     timeout_s = models.FloatField()
     deadline = models.DateTimeField(null=True, blank=True, editable=False)
     callback_url = models.URLField(max_length=2000, blank=True)

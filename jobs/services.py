@@ -129,32 +129,37 @@ def job_create(
             "callback_url": callback_url,
         }
     )
-    existing = job_for_key(owner, key, fingerprint)
-    if existing is not None:
-        return existing, False
-    try:
-        with transaction.atomic():
-            job = lifecycle.job_queue(
-                depends_on=deps,
-                owner=owner,
-                tool=tool,
-                args=clean_args,
-                session_id=session_id,
-                run_id=run_id,
-                timeout_s=timeout,
-                callback_url=callback_url,
-                idempotency_key=key,
-                request_hash=fingerprint,
-                idempotency_expires_at=timezone.now()
-                + timedelta(seconds=settings.AGENTSITE_IDEMPOTENCY_TTL_S),
-            )
-    except IntegrityError:
-        # Another request with the same key committed first.
-        existing = job_for_key(owner, key, fingerprint)
-        if existing is None:
-            raise
-        return existing, False
-    return job, True
+    fields = {
+        "owner": owner,
+        "tool": tool,
+        "args": clean_args,
+        "session_id": session_id,
+        "run_id": run_id,
+        "timeout_s": timeout,
+        "callback_url": callback_url,
+        "idempotency_key": key,
+        "request_hash": fingerprint,
+    }
+    # Insert first: a new key (the usual case) costs no lookup, and the unique
+    # constraint decides between concurrent requests with one key.
+    for _ in range(2):
+        try:
+            with transaction.atomic():
+                job = lifecycle.job_queue(
+                    depends_on=deps,
+                    idempotency_expires_at=timezone.now()
+                    + timedelta(seconds=settings.AGENTSITE_IDEMPOTENCY_TTL_S),
+                    **fields,
+                )
+            return job, True
+        except IntegrityError as exc:
+            error = exc
+            # The key is taken: by this same request (a repeat), by another request
+            # (refused), or by a job whose key expired (released: insert again).
+            existing = job_for_key(owner, key, fingerprint)
+            if existing is not None:
+                return existing, False
+    raise error
 
 
 def job_for_key(owner: Any, key: str, fingerprint: str) -> Job | None:
@@ -193,6 +198,8 @@ def dependencies_validate(owner: Any, depends_on: Sequence[str]) -> list[str]:
     if isinstance(depends_on, str) or not isinstance(depends_on, Sequence):
         raise JobRequestError(422, "bad_dependency", "depends_on must be a list of job ids.")
     ids = list(dict.fromkeys(depends_on))
+    if not ids:
+        return ids
     if len(ids) > MAX_DEPENDENCIES:
         raise JobRequestError(
             422, "bad_dependency", f"A job may depend on at most {MAX_DEPENDENCIES} jobs."
@@ -277,10 +284,8 @@ def job_error(job: Job) -> dict[str, str] | None:
     return {"code": job.error_code, "message": job.error_message}
 
 
-def job_status_doc(job: Job, *, dependency_ids: list[str] | None = None) -> dict[str, Any]:
-    """The body of ``GET /api/jobs/{id}``; ``dependency_ids`` when already known."""
-    if dependency_ids is None:
-        dependency_ids = sorted(dep.pk for dep in job.depends_on.all())  # uses a prefetch
+def job_status_doc(job: Job) -> dict[str, Any]:
+    """The body of ``GET /api/jobs/{id}``."""
     return {
         "job_id": job.id,
         "tool": job.tool,
@@ -290,7 +295,7 @@ def job_status_doc(job: Job, *, dependency_ids: list[str] | None = None) -> dict
         "started_at": _iso(job.started_at),
         "finished_at": _iso(job.finished_at),
         "deadline": _iso(job.deadline),
-        "depends_on": dependency_ids,
+        "depends_on": list(job.dependency_ids),
         "error": job_error(job),
     }
 

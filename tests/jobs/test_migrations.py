@@ -1,0 +1,48 @@
+"""The columns added for the hot path are filled in for jobs that existed before them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from django.db import connection
+from django.db.migrations.executor import MigrationExecutor
+
+BEFORE = [("jobs", "0002_job_events_webhooks")]
+
+
+def migrate(targets: list[tuple[str, str]]) -> Any:
+    executor = MigrationExecutor(connection)
+    executor.loader.build_graph()
+    executor.migrate(targets)
+    return executor.loader.project_state(targets).apps
+
+
+@pytest.mark.django_db(transaction=True)
+def test_counts_dependencies_and_dependents_are_copied_for_existing_jobs(user: Any) -> None:
+    latest = MigrationExecutor(connection).loader.graph.leaf_nodes("jobs")
+    old = migrate(BEFORE)
+    try:
+        Job = old.get_model("jobs", "Job")
+        JobChunk = old.get_model("jobs", "JobChunk")
+        first = Job.objects.create(owner_id=user.pk, tool="noop", timeout_s=5, status="done")
+        second = Job.objects.create(owner_id=user.pk, tool="noop", timeout_s=5, status="done")
+        waiting = Job.objects.create(owner_id=user.pk, tool="noop", timeout_s=5)
+        waiting.depends_on.set([second, first])
+        for index in range(3):
+            JobChunk.objects.create(job=first, index=index, item={"n": index})
+    finally:
+        new = migrate(latest)
+
+    rows = {
+        row["id"]: row
+        for row in new.get_model("jobs", "Job").objects.values(
+            "id", "partial_count", "dependency_ids", "has_dependents"
+        )
+    }
+    assert rows[first.id]["partial_count"] == 3
+    assert rows[second.id]["partial_count"] == 0
+    assert rows[waiting.id]["dependency_ids"] == sorted([first.id, second.id])
+    assert rows[first.id]["has_dependents"] and rows[second.id]["has_dependents"]
+    assert not rows[waiting.id]["has_dependents"]
+    assert rows[first.id]["dependency_ids"] == []
