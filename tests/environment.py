@@ -35,6 +35,11 @@ os.environ["AGENTSITE_REDIS_PREFIX"] = f"agentsite-test-{os.getpid()}"
 # Test servers (webhook receivers, crawl targets, the fake Messages API) live on loopback.
 os.environ.setdefault("AGENTSITE_ALLOWED_PRIVATE_HOSTS", "127.0.0.1,localhost")
 os.environ.setdefault("AGENTSITE_MODEL", "offline")
+# The test tools exist in this process and in every worker and server the suite
+# starts, whichever tests happen to start those first.
+os.environ["AGENTSITE_EXTRA_TOOLS"] = ",".join(
+    ["tests.jobs.tools_for_tests", "tests.sessions.tools_for_tests", "tests.mcp.tools_for_tests"]
+)
 
 if REDIS_OWNED:
     import redis

@@ -1,12 +1,11 @@
 """MCP test setup: a real daphne serving agentsite (and /mcp) against the test database.
 
-The web server and the RQ workers import the MCP test tools, so this module sets
-``AGENTSITE_EXTRA_TOOLS`` before any of them starts.
+The web server and the RQ workers import the MCP test tools (named in
+tests/environment.py).
 """
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 import time
@@ -19,11 +18,6 @@ import pytest
 from agentsite.embedded_redis import free_port
 from agentsite.models import ApiToken
 from tests.conftest import ARTIFACTS, BASE_DIR, Processes, subprocess_env
-
-_extra = [m for m in os.environ.get("AGENTSITE_EXTRA_TOOLS", "").split(",") if m]
-os.environ["AGENTSITE_EXTRA_TOOLS"] = ",".join([*_extra, "tests.mcp.tools_for_tests"])
-
-import tests.mcp.tools_for_tests  # noqa: E402, F401  (registers the tools here too)
 
 
 @pytest.fixture(scope="session")
