@@ -43,7 +43,9 @@ def test_a_job_whose_worker_is_killed_ends_failed_worker_lost(
     # The whole machine goes: the worker and its work horse, without a chance to clean up.
     for pid in [worker.pid, *horses]:
         os.kill(pid, signal.SIGKILL)
-    # Keep two tool workers for the rest of the suite.
+    # Keep two live tool workers for the rest of the suite; the dead one's
+    # registration goes first, or it would count as one of them.
+    worker.register_death()
     rq_workers.start("worker-tools-replacement", "rqworker", "tools", "default")
 
     job = wait_for_status(job_id, "failed", "done", "cancelled", "timed_out", timeout=30)
