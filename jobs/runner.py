@@ -212,15 +212,17 @@ class Heartbeat(threading.Thread):
         self.finished = threading.Event()
         self.stop_signalled_at: float | None = None
         self.forced = False
-        self.redis = redis_connection()
-        self.beat = threading.Thread(target=self.beat_loop, name=f"beat-{ctx.job_id}", daemon=True)
+        self.beat: threading.Thread | None = None
 
     def run(self) -> None:
         first_beat_at = time.monotonic() + settings.AGENTSITE_JOB_HEARTBEAT_S
         failing = False
         try:
             while not self.finished.wait(CANCEL_POLL_S):
-                if self.beat.ident is None and time.monotonic() >= first_beat_at:
+                if self.beat is None and time.monotonic() >= first_beat_at:
+                    self.beat = threading.Thread(
+                        target=self.beat_loop, name=f"beat-{self.ctx.job_id}", daemon=True
+                    )
                     self.beat.start()
                 try:
                     self.watch()
@@ -230,7 +232,7 @@ class Heartbeat(threading.Thread):
                         log.exception("watch of %s failed", self.ctx.job_id)
                     failing = True
         finally:
-            if self.beat.ident is not None:
+            if self.beat is not None:
                 self.beat.join(timeout=5)
             connections.close_all()
 
@@ -250,7 +252,8 @@ class Heartbeat(threading.Thread):
     def watch(self) -> None:
         ctx = self.ctx
         if not ctx.cancelled:
-            if self.redis.exists(cancel_key(ctx._job_id)):
+            # The client is made at the first poll: a job done sooner never needs it.
+            if redis_connection().exists(cancel_key(ctx._job_id)):
                 ctx.signal_stop(StopReason.CANCEL)
             elif ctx.deadline is not None and timezone.now() >= ctx.deadline:
                 ctx.signal_stop(StopReason.DEADLINE)
