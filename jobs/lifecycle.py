@@ -73,7 +73,7 @@ def _compare_and_set(job_id: str, sources: Iterable[str], fields: dict[str, Any]
     sql, params = compiler.as_sql()
     quote = connection.ops.quote_name
     columns = ", ".join(quote(str(f.column)) for f in Job._meta.concrete_fields)
-    rows = list(Job.objects.raw(f"{sql} RETURNING {columns}", params))
+    rows = list(Job.objects.raw(f"{sql} RETURNING {columns}", params, using=connection.alias))
     return rows[0] if rows else None
 
 

@@ -1,1 +1,0 @@
-"""Sessions test setup: the test tools are named in tests/environment.py."""
