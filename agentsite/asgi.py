@@ -12,9 +12,9 @@ django_asgi_app = get_asgi_application()
 
 from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
-from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler  # noqa: E402
 
+from agentsite.origin import BrowserOriginOrToken  # noqa: E402
 from jobs.mcp.endpoint import mcp_or  # noqa: E402
 from sessions.routing import websocket_urlpatterns  # noqa: E402
 
@@ -22,8 +22,6 @@ application = ProtocolTypeRouter(
     {
         # The pages' CSS and JS come from the app itself: no build step, no collectstatic.
         "http": mcp_or(ASGIStaticFilesHandler(django_asgi_app)),
-        "websocket": AllowedHostsOriginValidator(
-            AuthMiddlewareStack(URLRouter(websocket_urlpatterns))
-        ),
+        "websocket": BrowserOriginOrToken(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
     }
 )

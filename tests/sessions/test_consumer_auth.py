@@ -93,10 +93,24 @@ async def test_a_foreign_origin_is_refused_even_with_a_cookie(user: Any) -> None
     assert not connected
 
 
-async def test_a_connection_without_origin_is_refused(user: Any) -> None:
+async def test_without_an_origin_a_login_cookie_is_not_enough(user: Any) -> None:
     session = await make_session(user, events=1)
     comm = WebsocketCommunicator(
         application, f"/ws/sessions/{session.id}/", headers=[await cookie_for(user)]
     )
-    connected, _ = await comm.connect(10)
-    assert not connected
+    await connect(comm)
+    assert await close_code(comm) == 4401
+
+
+async def test_a_script_without_an_origin_connects_with_its_token(user: Any) -> None:
+    session = await make_session(user, events=1)
+    token = await api_token_for(user)
+    comm = WebsocketCommunicator(
+        application,
+        f"/ws/sessions/{session.id}/",
+        subprotocols=["agentsite", f"agentsite.bearer.{token}"],
+    )
+    connected, subprotocol = await comm.connect(10)
+    assert connected and subprotocol == "agentsite"
+    assert [f["seq"] for f in await frames(comm, 1)] == [1]
+    await comm.disconnect()
