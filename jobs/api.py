@@ -1,13 +1,12 @@
 """The job REST API (``/api/jobs``) and the webhook secret (``/api/webhook-secret``).
 
-Handlers parse, call one service, format. Service errors carry their own
-status and code and are turned into the API's error format here.
+Handlers parse, call one service, format. Service errors (``JobRequestError``
+is an ``ApiError``) carry their own status and code into the API's error format.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal
 
 from django.http import HttpRequest, HttpResponse
 from ninja import Field, Header, Query, Router, Schema
@@ -16,19 +15,8 @@ from ninja.responses import Status
 from agentsite.api import ApiError, request_user
 from jobs import lifecycle, services, webhooks
 from jobs.models import Job
-from jobs.services import JobRequestError
 
 router = Router(tags=["jobs"])
-
-T = TypeVar("T")
-
-
-def call(fn: Callable[..., T], **kwargs: Any) -> T:
-    """Run a service; its JobRequestError becomes the API error."""
-    try:
-        return fn(**kwargs)
-    except JobRequestError as exc:
-        raise ApiError(exc.status, exc.code, exc.message, exc.details) from exc
 
 
 class JobStart(Schema):
@@ -111,8 +99,7 @@ def job_start(
     body: JobStart,
     idempotency_key: str = Header("", alias="Idempotency-Key"),
 ) -> Status[dict[str, str]]:
-    job, _ = call(
-        services.job_create,
+    job, _ = services.job_create(
         owner=request_user(request),
         idempotency_key=idempotency_key,
         **body.dict(),
@@ -144,7 +131,7 @@ def job_list(
 
 @router.get("/jobs/{job_id}", response={200: JobStatus, **ERRORS}, summary="A job's status")
 def job_status(request: HttpRequest, job_id: str) -> dict[str, Any]:
-    job = call(services.job_get, owner=request_user(request), job_id=job_id)
+    job = services.job_get(owner=request_user(request), job_id=job_id)
     return services.job_status_doc(job)
 
 
@@ -159,10 +146,10 @@ def job_result(
     cursor: int | None = Query(None, ge=0),
     limit: int = Query(100, ge=1, le=500),
 ) -> dict[str, Any]:
-    job = call(services.job_get, owner=request_user(request), job_id=job_id)
+    job = services.job_get(owner=request_user(request), job_id=job_id)
     if cursor is not None:
-        return call(services.job_result_page, job=job, cursor=cursor, limit=limit)
-    return call(services.job_result_doc, job=job)
+        return services.job_result_page(job=job, cursor=cursor, limit=limit)
+    return services.job_result_doc(job=job)
 
 
 @router.delete(
@@ -173,7 +160,7 @@ def job_result(
     "final state. 409 `already_finished` once the job is final.",
 )
 def job_cancel(request: HttpRequest, job_id: str) -> Status[dict[str, str]]:
-    job = call(services.job_get, owner=request_user(request), job_id=job_id)
+    job = services.job_get(owner=request_user(request), job_id=job_id)
     if job.is_terminal:
         raise ApiError(
             409,

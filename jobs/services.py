@@ -21,6 +21,7 @@ from django.db.models import QuerySet
 from django.utils import timezone
 from pydantic import BaseModel, ValidationError
 
+from agentsite.api import ApiError
 from jobs import lifecycle
 from jobs.addresses import AddressRefused, check_url
 from jobs.models import Job, JobChunk
@@ -31,15 +32,12 @@ MAX_DEPENDENCIES = 20
 MAX_KEY_LENGTH = 255
 
 
-class JobRequestError(Exception):
-    """A request about jobs that cannot be served, with an HTTP status and a stable code."""
+class JobRequestError(ApiError):
+    """A request about jobs that cannot be served, with an HTTP status and a stable code.
 
-    def __init__(self, status: int, code: str, message: str, details: Any = None) -> None:
-        super().__init__(message)
-        self.status = status
-        self.code = code
-        self.message = message
-        self.details = details
+    The REST API answers it like any ``ApiError``; MCP and the agent's toolbox
+    translate it into their own errors.
+    """
 
 
 # --- starting jobs -------------------------------------------------------------------

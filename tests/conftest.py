@@ -139,6 +139,23 @@ def subprocess_env() -> dict[str, str]:
     }
 
 
+def run_writers(script: str, session_id: str, writers: int, per_writer: int) -> None:
+    """Run ``writers`` copies of a Python ``script`` at once, each given the session id,
+    its number and ``per_writer``, against the test database; all must exit 0."""
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", script, session_id, str(w), str(per_writer)],
+            cwd=BASE_DIR,
+            env=subprocess_env(),
+            stderr=subprocess.PIPE,
+        )
+        for w in range(writers)
+    ]
+    for proc in procs:
+        _, err = proc.communicate(timeout=120)
+        assert proc.returncode == 0, err.decode()
+
+
 class Processes:
     """Starts manage.py subprocesses against the test database and stops them all."""
 

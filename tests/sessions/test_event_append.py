@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import textwrap
 from typing import Any
 
@@ -11,7 +9,7 @@ import pytest
 
 from sessions.events import event_append
 from sessions.models import AgentSession, Event
-from tests.conftest import BASE_DIR, subprocess_env
+from tests.conftest import run_writers
 
 WRITER = textwrap.dedent(
     """
@@ -55,18 +53,7 @@ def test_appending_to_a_missing_session_raises(db: None) -> None:
 def test_concurrent_writer_processes_never_leave_gaps_or_duplicates(user: Any) -> None:
     session = AgentSession.objects.create(owner=user)
     writers, per_writer = 6, 40
-    procs = [
-        subprocess.Popen(
-            [sys.executable, "-c", WRITER, session.id, str(w), str(per_writer)],
-            cwd=BASE_DIR,
-            env=subprocess_env(),
-            stderr=subprocess.PIPE,
-        )
-        for w in range(writers)
-    ]
-    for proc in procs:
-        _, err = proc.communicate(timeout=120)
-        assert proc.returncode == 0, err.decode()
+    run_writers(WRITER, session.id, writers, per_writer)
 
     seqs = list(Event.objects.filter(session=session).order_by("seq").values_list("seq", flat=True))
     assert seqs == list(range(1, writers * per_writer + 1))

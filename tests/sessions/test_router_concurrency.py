@@ -8,8 +8,6 @@ of the session overlapped.
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import textwrap
 from collections import Counter
 from itertools import pairwise
@@ -19,7 +17,7 @@ import pytest
 
 from sessions.llm.scripted import scripted_requests
 from sessions.models import Event, Run
-from tests.conftest import BASE_DIR, Processes, subprocess_env, wait_for_workers
+from tests.conftest import Processes, run_writers, wait_for_workers
 from tests.sessions.factories import make_session, wait_for_idle
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -63,18 +61,7 @@ def test_concurrent_messages_and_completions_are_each_consumed_once(
         wait_for_workers("turns", 3)
         session = make_session(user)
         writers, per_writer = 5, 30
-        procs = [
-            subprocess.Popen(
-                [sys.executable, "-c", FIRER, session.id, str(w), str(per_writer)],
-                cwd=BASE_DIR,
-                env=subprocess_env(),
-                stderr=subprocess.PIPE,
-            )
-            for w in range(writers)
-        ]
-        for proc in procs:
-            _, err = proc.communicate(timeout=120)
-            assert proc.returncode == 0, err.decode()
+        run_writers(FIRER, session.id, writers, per_writer)
         wait_for_idle(session, timeout=120)
     finally:
         for proc in extra:
