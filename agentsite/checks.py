@@ -16,7 +16,7 @@ def check_environment(app_configs: Any = None, **kwargs: Any) -> list[CheckMessa
         Error(message, hint=f"Fix or unset {name}.", id="agentsite.E001")
         for name, message in getattr(settings, "CONFIG_ERRORS", [])
     ]
-    messages += check_model() + check_workspace()
+    messages += check_model() + check_workspace() + check_turn_pools()
     if not settings.DEBUG and settings.SECRET_KEY and len(settings.SECRET_KEY) < 32:
         messages.append(
             Warning("SECRET_KEY is short for a production deployment.", id="agentsite.W001")
@@ -58,3 +58,16 @@ def check_workspace() -> list[CheckMessage]:
             )
         ]
     return []
+
+
+def check_turn_pools() -> list[CheckMessage]:
+    names = ("AGENTSITE_TURN_CONCURRENCY", "AGENTSITE_TURN_DB_THREADS", "AGENTSITE_TURN_TOOL_THREADS")
+    return [
+        Error(
+            f"{name}={getattr(settings, name)!r} must be at least 1.",
+            hint=f"Set {name} to a positive number, or unset it for the default.",
+            id="agentsite.E005",
+        )
+        for name in names
+        if getattr(settings, name) < 1
+    ]

@@ -200,7 +200,16 @@ AGENTSITE_OFFLINE_LATENCY = (
 # Approximate token budget for the conversation the model is shown.
 AGENTSITE_CONTEXT_BUDGET_TOKENS = env_int("AGENTSITE_CONTEXT_BUDGET_TOKENS", 60_000)
 # A running model turn whose worker has not beaten for this long is failed as lost.
-AGENTSITE_RUN_STALE_S = env_float("AGENTSITE_RUN_STALE_S", 60.0)
+AGENTSITE_RUN_STALE_S = env_float("AGENTSITE_RUN_STALE_S", 15.0)
+# A turn worker (sessions.worker.TurnWorker) runs up to this many turns at once on
+# one event loop; their queries share DB_THREADS threads (one connection each)
+# and their blocking tools TOOL_THREADS threads.
+AGENTSITE_TURN_CONCURRENCY = env_int("AGENTSITE_TURN_CONCURRENCY", 100)
+AGENTSITE_TURN_DB_THREADS = env_int("AGENTSITE_TURN_DB_THREADS", 8)
+AGENTSITE_TURN_TOOL_THREADS = env_int("AGENTSITE_TURN_TOOL_THREADS", 8)
+# On SIGTERM a turn worker lets running turns finish for this long, then hands
+# the rest back to the queue for another worker.
+AGENTSITE_TURN_STOP_GRACE_S = env_float("AGENTSITE_TURN_STOP_GRACE_S", 10.0)
 # At most this many inbox events per run (0: all pending events, the normal router).
 AGENTSITE_MAX_BATCH = env_int("AGENTSITE_MAX_BATCH", 0)
 # Jobs: a cancelled or overdue tool that does not stop by itself is stopped this

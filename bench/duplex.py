@@ -50,10 +50,13 @@ class Workers:
         self.procs: list[subprocess.Popen[bytes]] = []
 
     def start(self, queue: str, count: int, **env: str) -> list[subprocess.Popen[bytes]]:
+        from sessions.worker import TURN_WORKER_ARGS
+
+        argv = [*TURN_WORKER_ARGS] if queue == "turns" else ["rqworker", queue]
         log = open(self.scratch / "workers.log", "ab")
         started = [
             subprocess.Popen(
-                [sys.executable, str(BASE_DIR / "manage.py"), "rqworker", queue, "-v", "0"],
+                [sys.executable, str(BASE_DIR / "manage.py"), *argv, "-v", "0"],
                 cwd=BASE_DIR,
                 env={**os.environ, **env},
                 stdout=log,
@@ -103,10 +106,16 @@ def bench_gather(user: Any) -> None:
     from sessions.llm import ToolUse
     from sessions.loop import Turn
     from sessions.models import AgentSession, Run
+    from sessions.runtime import TurnRuntime
 
     session = AgentSession.objects.create(owner=user, model="offline")
     run = Run.objects.create(session=session, owner=user)
-    turn = Turn(session=session, run_id=run.id, conversation=Conversation(system="", tools=[]))
+    turn = Turn(
+        runtime=TurnRuntime(close_connections=True),
+        session=session,
+        run_id=run.id,
+        conversation=Conversation(system="", tools=[]),
+    )
     calls = [ToolUse(id=f"t{i}", name="pause_read", input={"seconds": 0.4}) for i in range(3)]
 
     def timed(batches: list[list[ToolUse]]) -> float:

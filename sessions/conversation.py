@@ -166,14 +166,23 @@ def conversation_build(*, session: AgentSession, run: Run, batch: list[Event]) -
         .values_list("id", "status")
     )
     events = list(
-        Event.objects.filter(session=session, kind__in=HISTORY_KINDS)
+        Event.objects.filter(session=session, kind__in=(*HISTORY_KINDS, Event.Kind.RUN_STARTED))
         .filter(Q(consumed_by_id__in=[r for r, _ in past]) | Q(run_id__in=[r for r, _ in past]))
         .order_by("seq")
     )
+    # A run handed back by a stopping worker started more than once: only what
+    # its last attempt produced counts.
+    last_start = {e.run_id: e.seq for e in events if e.kind == Event.Kind.RUN_STARTED}
     groups: list[list[dict[str, Any]]] = []
     for run_id, status in past:
         consumed = [e for e in events if e.consumed_by_id == run_id]
-        produced = [e for e in events if e.run_id == run_id]
+        produced = [
+            e
+            for e in events
+            if e.run_id == run_id
+            and e.kind != Event.Kind.RUN_STARTED
+            and e.seq > last_start.get(run_id, 0)
+        ]
         reacted = status == Run.Status.COMPLETED
         group: list[dict[str, Any]] = []
         blocks = batch_blocks(consumed, compact_jobs=reacted)

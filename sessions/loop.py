@@ -1,19 +1,24 @@
 """The agent loop: one run takes its batch, talks to the model, runs tools.
 
-A run (see ``sessions.runs`` for its lifecycle) is executed by a turn worker:
+A run (see ``sessions.runs`` for its lifecycle) is executed by a turn runtime
+(``sessions.runtime``), which multiplexes many turns on one event loop:
 
 1. ``run_start`` claims every pending event of the session as the batch;
 2. the conversation is built from the log (``sessions.conversation``);
 3. the model streams; text becomes coalesced ``assistant_delta`` events and
    one ``assistant_message`` per model response; tool calls become
    ``tool_call`` events, their outcomes ``tool_result`` events;
-4. the tools one response asks for run together (``asyncio.gather``), each in
-   its own thread and each wrapped so that its exception becomes its own error
-   result; ``start_<tool>`` creates a job and returns at once;
+4. the tools one response asks for run together (``asyncio.gather``): a
+   blocking tool in the runtime's bounded tool pool, under its deadline;
+   ``start_<tool>`` and the job tools (a few queries each) on the database
+   pool; each wrapped so that its exception becomes its own error result;
 5. the model is called again with the results until it stops asking for tools.
 
-A watcher beats the run's heartbeat and polls for an interrupt; on one, the
-work is cancelled, the text so far is kept and the run ends ``cancelled``.
+The runtime watches every turn it runs at once (one heartbeat statement and
+one interrupt query for all of them); it sets a turn's ``stop`` on an
+interrupt, and the work is cancelled, the text so far kept and the run ended
+``cancelled``. A stopping worker instead hands the turn back: the attempt is
+abandoned and the run queued again for another worker.
 """
 
 from __future__ import annotations
@@ -21,70 +26,23 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from asgiref.sync import sync_to_async
-from django.db import connections
-
-from sessions.conversation import Conversation, conversation_build
+from sessions.conversation import Conversation
 from sessions.events import event_append
 from sessions.llm import Finish, ModelError, TextDelta, ToolUse, get_model_client
 from sessions.models import AgentSession, Event
-from sessions.runs import (
-    HEARTBEAT_EVERY_S,
-    run_cancel,
-    run_complete,
-    run_fail,
-    run_first_token,
-    run_heartbeat,
-    run_should_stop,
-    run_start,
-)
-from sessions.toolbox import tool_execute
+from sessions.runs import run_cancel, run_complete, run_fail, run_first_token, run_hand_back
+
+if TYPE_CHECKING:
+    from sessions.runtime import TurnRuntime
 
 log = logging.getLogger(__name__)
 
 FLUSH_EVERY_S = 0.05
 FLUSH_AT_CHARS = 400
-CANCEL_POLL_S = 0.2
 MAX_MODEL_CALLS = 8
-
-
-def run_execute(*, run_id: str) -> str:
-    """Execute one run to its end; returns the status it ended in (or ``skipped``)."""
-    claim = run_start(run_id=run_id)
-    if claim is None:
-        return "skipped"
-    try:
-        if not claim.batch:
-            run_complete(run_id=run_id, usage={})
-            return "completed"
-        session = AgentSession.objects.select_related("owner").get(pk=claim.run.session_id)
-        conversation = conversation_build(session=session, run=claim.run, batch=claim.batch)
-        turn = Turn(session=session, run_id=run_id, conversation=conversation)
-        return asyncio.run(turn.execute())
-    except BaseException as exc:
-        # Whatever happened, the run must not stay "running" and wedge the session.
-        run_fail(run_id=run_id, code="internal_error", message=f"The turn crashed: {exc!r}")
-        if isinstance(exc, Exception):
-            log.exception("run %s crashed", run_id)
-            return "failed"
-        raise
-    finally:
-        connections.close_all()
-
-
-def tool_execute_in_thread(**kwargs: Any) -> tuple[Any, bool]:
-    """``tool_execute`` in a thread of its own, closing the connections it opened there."""
-    try:
-        return tool_execute(**kwargs)
-    finally:
-        connections.close_all()
-
-
-def _db(fn: Callable[..., Any]) -> Callable[..., Awaitable[Any]]:
-    return sync_to_async(fn, thread_sensitive=True)
+HANDED_BACK = "handed_back"
 
 
 class DeltaWriter:
@@ -95,7 +53,8 @@ class DeltaWriter:
     so a long answer is tens of rows, not thousands.
     """
 
-    def __init__(self, *, session_id: str, run_id: str) -> None:
+    def __init__(self, *, runtime: TurnRuntime, session_id: str, run_id: str) -> None:
+        self.runtime = runtime
         self.session_id = session_id
         self.run_id = run_id
         self.buffer = ""
@@ -128,65 +87,77 @@ class DeltaWriter:
         return text
 
     async def append(self, kind: str, payload: dict[str, Any]) -> Event:
-        return await _db(event_append)(
-            session_id=self.session_id, kind=kind, payload=payload, run_id=self.run_id
+        event: Event = await self.runtime.db(
+            event_append, session_id=self.session_id, kind=kind, payload=payload, run_id=self.run_id
         )
+        return event
 
 
 class Turn:
-    def __init__(self, *, session: AgentSession, run_id: str, conversation: Conversation) -> None:
+    def __init__(
+        self,
+        *,
+        runtime: TurnRuntime,
+        session: AgentSession,
+        run_id: str,
+        conversation: Conversation,
+    ) -> None:
+        self.runtime = runtime
         self.session = session
         self.run_id = run_id
         self.conversation = conversation
         self.model = get_model_client(session.model, session_id=session.id)
-        self.writer = DeltaWriter(session_id=session.id, run_id=run_id)
+        self.writer = DeltaWriter(runtime=runtime, session_id=session.id, run_id=run_id)
         self.usage: dict[str, int] = {"input_tokens": 0, "output_tokens": 0, "model_calls": 0}
         self.first_token = False
         self.open_calls: dict[str, ToolUse] = {}
-        self.interrupt = asyncio.Event()
+        self.stop = asyncio.Event()
+        self.hand_back_reason: str | None = None
+
+    def interrupt(self) -> None:
+        """Stop the turn: the run ends cancelled (or as it already ended elsewhere)."""
+        self.stop.set()
+
+    def hand_back(self, reason: str) -> None:
+        """Abandon the attempt and queue the run again for another worker."""
+        self.hand_back_reason = reason
+        self.stop.set()
 
     async def execute(self) -> str:
         work = asyncio.create_task(self.steps())
-        watcher = asyncio.create_task(self.watch())
         ticker = asyncio.create_task(self.writer.tick())
-        interrupted = asyncio.create_task(self.interrupt.wait())
+        stopped = asyncio.create_task(self.stop.wait())
+        db = self.runtime.db
         try:
-            await asyncio.wait({work, interrupted}, return_when=asyncio.FIRST_COMPLETED)
+            await asyncio.wait({work, stopped}, return_when=asyncio.FIRST_COMPLETED)
             if not work.done():
                 work.cancel()
                 await asyncio.gather(work, return_exceptions=True)
+                if self.hand_back_reason is not None and await db(
+                    run_hand_back, run_id=self.run_id, reason=self.hand_back_reason
+                ):
+                    return HANDED_BACK
                 await self.wrap_up(interrupted=True)
-                await _db(run_cancel)(run_id=self.run_id, usage=self.usage)
+                await db(run_cancel, run_id=self.run_id, usage=self.usage)
                 return "cancelled"
             error = work.exception()
             if error is None:
-                await _db(run_complete)(run_id=self.run_id, usage=self.usage)
+                await db(run_complete, run_id=self.run_id, usage=self.usage)
                 return "completed"
             await self.wrap_up(interrupted=False)
             code = error.code if isinstance(error, ModelError) else "internal_error"
-            await _db(run_fail)(
-                run_id=self.run_id, code=code, message=str(error) or repr(error), usage=self.usage
+            await db(
+                run_fail,
+                run_id=self.run_id,
+                code=code,
+                message=str(error) or repr(error),
+                usage=self.usage,
             )
             return "failed"
         finally:
-            for task in (watcher, ticker, interrupted):
+            for task in (work, ticker, stopped):
                 task.cancel()
-            await asyncio.gather(watcher, ticker, interrupted, return_exceptions=True)
-            await _db(connections.close_all)()
-
-    async def watch(self) -> None:
-        """Heartbeat every few seconds; notice an interrupt within a fraction of one."""
-        last_beat = time.monotonic()
-        while True:
-            await asyncio.sleep(CANCEL_POLL_S)
-            if time.monotonic() - last_beat >= HEARTBEAT_EVERY_S:
-                last_beat = time.monotonic()
-                cancelled = await _db(run_heartbeat)(run_id=self.run_id)
-            else:
-                cancelled = await _db(run_should_stop)(run_id=self.run_id)
-            if cancelled:
-                self.interrupt.set()
-                return
+            await asyncio.gather(work, ticker, stopped, return_exceptions=True)
 
     async def steps(self) -> None:
         conv = self.conversation
@@ -206,7 +177,7 @@ class Turn:
         ):
             if not self.first_token:
                 self.first_token = True
-                await _db(run_first_token)(run_id=self.run_id)
+                await self.runtime.db(run_first_token, run_id=self.run_id)
             if isinstance(item, TextDelta):
                 await self.writer.add(item.text)
             elif isinstance(item, ToolUse):
@@ -251,8 +222,7 @@ class Turn:
 
     async def tool_run(self, call: ToolUse) -> tuple[Any, bool]:
         try:
-            output, is_error = await asyncio.to_thread(
-                tool_execute_in_thread,
+            output, is_error = await self.runtime.tool_call(
                 owner=self.session.owner,
                 session_id=self.session.id,
                 run_id=self.run_id,

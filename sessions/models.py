@@ -64,6 +64,7 @@ class Event(models.Model):
         JOB_EVENT = "job_event"
         RUN_STARTED = "run_started"
         RUN_FINISHED = "run_finished"
+        RUN_REQUEUED = "run_requeued"
         ERROR = "error"
 
     session = models.ForeignKey(AgentSession, on_delete=models.CASCADE, related_name="events")

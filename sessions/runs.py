@@ -14,8 +14,10 @@ makes the router race-free:
 - a session has at most one queued run and at most one running run; the queued
   run is handed to RQ only once no run of its session is running.
 
-Transitions: queued → running → completed | failed | cancelled, and
-queued → cancelled. Each is a compare-and-set on the current status.
+Transitions: queued → running → completed | failed | cancelled, queued →
+cancelled, and running → queued when a stopping worker hands a turn back (its
+batch stays its own; a ``run_requeued`` event marks what the abandoned attempt
+wrote as superseded). Each is a compare-and-set on the current status.
 """
 
 from __future__ import annotations
@@ -38,7 +40,8 @@ log = logging.getLogger(__name__)
 RUN_STALE_AFTER_S = float(settings.AGENTSITE_RUN_STALE_S)
 # A queued run that RQ has not started for this long is handed to RQ again.
 RUN_REQUEUE_AFTER_S = 60.0
-HEARTBEAT_EVERY_S = 5.0
+# Turn workers beat all their runs in one statement this often.
+HEARTBEAT_EVERY_S = 2.0
 
 ACTIVE = (Run.Status.QUEUED, Run.Status.RUNNING)
 
@@ -60,14 +63,14 @@ def session_lock(session_id: str) -> AgentSession:
     return AgentSession.objects.select_for_update().get(pk=session_id)
 
 
-def run_enqueue(run_id: str) -> None:
+def run_enqueue(run_id: str, *, at_front: bool = False) -> None:
     """Hand a run to the turn workers; the RQ job id is the run id."""
     import django_rq
 
     from sessions.tasks import run_turn
 
     django_rq.get_queue("turns").enqueue(
-        run_turn, run_id, job_id=run_id, result_ttl=300, failure_ttl=3600
+        run_turn, run_id, job_id=run_id, result_ttl=300, failure_ttl=3600, at_front=at_front
     )
 
 
@@ -132,15 +135,10 @@ def run_start(*, run_id: str) -> Claim | None:
         )
         if started != 1:
             return None
-        pending = (
-            Event.objects.select_for_update()
-            .filter(session_id=session_id, pending=True)
-            .order_by("seq")
-        )
-        # A cap only for comparisons (one run per trigger); normally the batch is everything.
-        limit = settings.AGENTSITE_MAX_BATCH
-        batch = list(pending[:limit] if limit > 0 else pending)
-        Event.objects.filter(pk__in=[e.pk for e in batch]).update(
+        # A handed-back run takes its own batch again; a fresh run has none yet.
+        own = list(Event.objects.filter(consumed_by_id=run_id).order_by("seq"))
+        batch = own + _claim_pending(session_id=session_id, run_id=run_id)
+        Event.objects.filter(pk__in=[e.pk for e in batch if e.pending]).update(
             pending=False, consumed_by_id=run_id
         )
         for event in batch:
@@ -156,6 +154,71 @@ def run_start(*, run_id: str) -> Claim | None:
             run_id=run_id,
         )
     return Claim(run=run, batch=batch)
+
+
+def _claim_pending(*, session_id: str, run_id: str) -> list[Event]:
+    """The pending events ``run_id`` takes: all of them, unless another run is queued.
+
+    Another queued run exists only beside a handed-back run; the events that
+    arrived meanwhile were promised to that one.
+    """
+    others = Run.objects.filter(session_id=session_id, status=Run.Status.QUEUED).exclude(pk=run_id)
+    if others.exists():
+        return []
+    pending = (
+        Event.objects.select_for_update().filter(session_id=session_id, pending=True).order_by("seq")
+    )
+    # A cap only for comparisons (one run per trigger); normally the batch is everything.
+    limit = settings.AGENTSITE_MAX_BATCH
+    return list(pending[:limit] if limit > 0 else pending)
+
+
+def run_hand_back(*, run_id: str, reason: str) -> bool:
+    """running → queued: a stopping worker gives the turn back for another worker.
+
+    The run keeps its batch (``run_start`` claims it again) and its id, so a
+    client polling it or following its stream simply sees it run again. The
+    ``run_requeued`` event says which of the run's earlier events the new
+    attempt supersedes (those after ``superseded_after_seq``). The caller
+    hands the run to RQ once its own RQ job is closed.
+    """
+    with transaction.atomic():
+        session_id = Run.objects.filter(pk=run_id).values_list("session_id", flat=True).first()
+        if session_id is None:
+            return False
+        session_lock(session_id)
+        moved = Run.objects.filter(
+            pk=run_id, status=Run.Status.RUNNING, cancel_requested_at__isnull=True
+        ).update(status=Run.Status.QUEUED, started_at=None, heartbeat_at=None, first_token_at=None)
+        if moved != 1:
+            return False
+        started_seq = (
+            Event.objects.filter(run_id=run_id, kind=Event.Kind.RUN_STARTED)
+            .order_by("-seq")
+            .values_list("seq", flat=True)
+            .first()
+        )
+        event_append(
+            session_id=session_id,
+            kind=Event.Kind.RUN_REQUEUED,
+            payload={"run_id": run_id, "reason": reason, "superseded_after_seq": started_seq or 0},
+            run_id=run_id,
+        )
+    return True
+
+
+def runs_beat(*, run_ids: list[str]) -> None:
+    """One heartbeat for every run a worker is executing."""
+    Run.objects.filter(pk__in=run_ids, status=Run.Status.RUNNING).update(
+        heartbeat_at=timezone.now()
+    )
+
+
+def runs_to_stop(*, run_ids: list[str]) -> set[str]:
+    """Which of ``run_ids`` must stop: interrupted, ended elsewhere, or gone."""
+    rows = Run.objects.filter(pk__in=run_ids).values_list("id", "status", "cancel_requested_at")
+    live = {r for r, status, asked in rows if status == Run.Status.RUNNING and asked is None}
+    return set(run_ids) - live
 
 
 def run_heartbeat(*, run_id: str) -> bool:

@@ -9,7 +9,7 @@ from agentsite.periodic import PeriodicTask
 
 def run_turn(run_id: str) -> str:
     """Run one model turn (queue ``turns``; the RQ job id is the run id)."""
-    from sessions.loop import run_execute
+    from sessions.runtime import run_execute
 
     return run_execute(run_id=run_id)
 
@@ -21,6 +21,8 @@ def reap_runs() -> dict[str, Any]:
     return runs_reap()
 
 
+# On ``turns``, so a lost turn is reaped by the turn workers (never behind tool jobs),
+# every few seconds: with the default staleness a killed worker's runs end within ~20 s.
 PERIODIC: list[PeriodicTask] = [
-    (reap_runs, "default", 30),
+    (reap_runs, "turns", 5),
 ]

@@ -20,6 +20,7 @@ from django.test import Client
 from rq import Worker
 
 from agentsite.models import ApiToken
+from sessions.worker import TURN_WORKER_ARGS
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 ARTIFACTS = BASE_DIR / "test-artifacts" / os.environ.get("AGENTSITE_TEST_DB", "test")
@@ -216,12 +217,12 @@ def processes(django_db_setup: None, django_db_blocker: Any) -> Iterator[Process
 
 @pytest.fixture(scope="session")
 def rq_workers(processes: Processes) -> Processes:
-    """Real RQ workers for the whole run: one on ``turns``, two on ``tools``/``default``.
+    """Real RQ workers for the whole run: a turn worker, two on ``tools``/``default``.
 
     Tests that use them must commit their data: mark them
     ``@pytest.mark.django_db(transaction=True)``.
     """
-    processes.start("worker-turns", "rqworker", "turns", "--with-scheduler")
+    processes.start("worker-turns", *TURN_WORKER_ARGS)
     processes.start("worker-tools-1", "rqworker", "tools", "default")
     processes.start("worker-tools-2", "rqworker", "tools", "default")
     wait_for_workers("turns", 1)

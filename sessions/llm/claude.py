@@ -6,6 +6,8 @@ points it at another Messages API endpoint (a proxy, or a local test server).
 
 from __future__ import annotations
 
+import asyncio
+import weakref
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -16,6 +18,10 @@ from sessions.llm.base import Finish, ModelError, StreamItem, TextDelta, ToolUse
 
 DEFAULT_MODEL = "claude-sonnet-4-5"
 MAX_TOKENS = 4096
+# Clients by event loop; a loop that is gone takes its clients with it.
+_CLIENTS: weakref.WeakKeyDictionary[
+    asyncio.AbstractEventLoop, dict[tuple[str, str], anthropic.AsyncAnthropic]
+] = weakref.WeakKeyDictionary()
 
 
 class AnthropicModel:
@@ -24,12 +30,22 @@ class AnthropicModel:
         self.name = model or (configured if configured.startswith("claude") else DEFAULT_MODEL)
 
     def _client(self) -> anthropic.AsyncAnthropic:
-        return anthropic.AsyncAnthropic(
-            api_key=settings.ANTHROPIC_API_KEY or None,
-            base_url=settings.ANTHROPIC_BASE_URL or None,
-            max_retries=2,
-            timeout=anthropic.Timeout(120.0, connect=10.0),
-        )
+        """One client per event loop and endpoint, shared by every turn on that loop.
+
+        A turn worker runs many turns on one loop: sharing the client shares its
+        connection pool (and the TLS set-up) instead of paying for both per call.
+        """
+        loop = asyncio.get_running_loop()
+        key = (settings.ANTHROPIC_API_KEY, settings.ANTHROPIC_BASE_URL)
+        clients = _CLIENTS.setdefault(loop, {})
+        if key not in clients:
+            clients[key] = anthropic.AsyncAnthropic(
+                api_key=settings.ANTHROPIC_API_KEY or None,
+                base_url=settings.ANTHROPIC_BASE_URL or None,
+                max_retries=2,
+                timeout=anthropic.Timeout(120.0, connect=10.0),
+            )
+        return clients[key]
 
     async def stream(
         self, *, system: str, messages: list[dict[str, Any]], tools: list[dict[str, Any]]
@@ -58,8 +74,6 @@ class AnthropicModel:
             raise ModelError(f"Anthropic API error {exc.status_code}: {exc.message}") from exc
         except anthropic.APIError as exc:
             raise ModelError(f"Anthropic API error: {exc.message}") from exc
-        finally:
-            await client.close()
         usage = {
             "input_tokens": final.usage.input_tokens,
             "output_tokens": final.usage.output_tokens,

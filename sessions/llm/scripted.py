@@ -21,6 +21,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import redis
+import redis.asyncio
 from django.conf import settings
 
 from sessions.llm.base import Finish, ModelError, StreamItem, TextDelta, ToolUse, approx_tokens
@@ -63,16 +64,20 @@ class ScriptedModel:
         self, *, system: str, messages: list[dict[str, Any]], tools: list[dict[str, Any]]
     ) -> AsyncIterator[StreamItem]:
         request = {"system": system, "messages": messages, "tools": tools}
-        response = await asyncio.to_thread(self._next, request)
-        text = str(response.get("text", ""))
-        chunk = max(1, int(response.get("chunk", 8)))
-        delay = float(response.get("delay_s", 0.0))
-        for start in range(0, len(text), chunk):
-            if delay:
-                await asyncio.sleep(delay)
-            yield TextDelta(text[start : start + chunk])
-        if response.get("gate"):
-            await self._wait(str(response["gate"]))
+        conn = redis.asyncio.Redis.from_url(settings.REDIS_URL)
+        try:
+            response = await self._next(conn, request)
+            text = str(response.get("text", ""))
+            chunk = max(1, int(response.get("chunk", 8)))
+            delay = float(response.get("delay_s", 0.0))
+            for start in range(0, len(text), chunk):
+                if delay:
+                    await asyncio.sleep(delay)
+                yield TextDelta(text[start : start + chunk])
+            if response.get("gate"):
+                await self._wait(conn, str(response["gate"]))
+        finally:
+            await conn.aclose()
         if response.get("error"):
             raise ModelError(str(response["error"]))
         calls = response.get("tool_calls") or []
@@ -85,20 +90,18 @@ class ScriptedModel:
         usage = {"input_tokens": approx_tokens(messages), "output_tokens": approx_tokens(text)}
         yield Finish(stop_reason="tool_use" if calls else "end_turn", usage=usage)
 
-    def _next(self, request: dict[str, Any]) -> dict[str, Any]:
-        conn = _redis()
-        conn.rpush(_key(self.key, "requests"), json.dumps(request, default=str))
-        raw = conn.lpop(_key(self.key, "responses"))
+    async def _next(self, conn: redis.asyncio.Redis, request: dict[str, Any]) -> dict[str, Any]:
+        await conn.rpush(_key(self.key, "requests"), json.dumps(request, default=str))
+        raw = await conn.lpop(_key(self.key, "responses"))
         if not isinstance(raw, bytes | str):
             return {"text": NO_MORE}
         response: dict[str, Any] = json.loads(raw)
         return response
 
-    async def _wait(self, gate: str) -> None:
+    async def _wait(self, conn: redis.asyncio.Redis, gate: str) -> None:
         # Bounded, so that a test that never opens its gate cannot hold a turn worker for good.
-        conn = _redis()
         deadline = time.monotonic() + GATE_TIMEOUT_S
-        while not await asyncio.to_thread(conn.exists, _key(self.key, f"gate:{gate}")):
+        while not await conn.exists(_key(self.key, f"gate:{gate}")):
             if time.monotonic() > deadline:
                 raise ModelError(f"scripted gate {gate!r} was never opened")
             await asyncio.sleep(0.05)

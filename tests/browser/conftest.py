@@ -19,6 +19,7 @@ import pytest
 from django.conf import settings
 from django.test import Client
 
+from sessions.worker import TURN_WORKER_ARGS
 from tests.conftest import ARTIFACTS, Processes, wait_for_workers
 from tests.sessions.test_stream_clients import daphne_serve
 
@@ -102,7 +103,7 @@ def site(processes: Processes) -> Iterator[str]:
     the browser tests end rather than serve the rest of the suite's queues.
     """
     started = [
-        processes.start("browser-turns", "rqworker", "turns", "--with-scheduler", env=WORKER_ENV),
+        processes.start("browser-turns", *TURN_WORKER_ARGS, env=WORKER_ENV),
         processes.start("browser-tools", "rqworker", "tools", "default", env=WORKER_ENV),
     ]
     wait_for_workers("turns", 1)

@@ -10,7 +10,7 @@ import pytest
 from sessions.events import event_append
 from sessions.llm import get_model_client
 from sessions.llm.claude import AnthropicModel
-from sessions.loop import run_execute
+from sessions.runtime import run_execute
 from sessions.models import Event, Run
 from tests.sessions.factories import make_session, messages
 from tests.sessions.messages_server import MessagesServer

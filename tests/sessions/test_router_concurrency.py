@@ -17,6 +17,7 @@ import pytest
 
 from sessions.llm.scripted import scripted_requests
 from sessions.models import Event, Run
+from sessions.worker import TURN_WORKER_ARGS
 from tests.conftest import Processes, run_writers, wait_for_workers
 from tests.sessions.factories import make_session, wait_for_idle
 
@@ -56,7 +57,7 @@ def news_in(request: dict[str, Any]) -> list[str]:
 def test_concurrent_messages_and_completions_are_each_consumed_once(
     user: Any, rq_workers: Processes
 ) -> None:
-    extra = [rq_workers.start(f"worker-turns-extra-{i}", "rqworker", "turns") for i in range(2)]
+    extra = [rq_workers.start(f"worker-turns-extra-{i}", *TURN_WORKER_ARGS) for i in range(2)]
     try:
         wait_for_workers("turns", 3)
         session = make_session(user)

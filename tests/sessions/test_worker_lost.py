@@ -39,4 +39,4 @@ def test_a_stale_run_fails_and_the_queued_one_runs(user: Any, rq_workers: Any) -
 
 
 def test_the_reaper_is_a_periodic_task(db: None) -> None:
-    assert (reap_runs, "default", 30) in PERIODIC
+    assert (reap_runs, "turns", 5) in PERIODIC

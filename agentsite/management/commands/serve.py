@@ -21,10 +21,12 @@ from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandParser
 
 from agentsite.embedded_redis import free_port, redis_server_command, wait_for_redis
+from sessions.worker import TURN_WORKER_ARGS
 
 COLORS = ["\033[36m", "\033[35m", "\033[33m", "\033[32m", "\033[34m"]
 RESET = "\033[0m"
-GRACE_S = 10.0
+# Long enough for a turn worker to let its turns finish and hand back the rest.
+GRACE_S = settings.AGENTSITE_TURN_STOP_GRACE_S + 10.0
 
 
 @dataclass
@@ -98,7 +100,7 @@ class Command(BaseCommand):
         )
         for i in range(options["turn_workers"]):
             self.spawn(
-                Child(f"turns{i + 1}", [python, manage, "rqworker", "turns", "--with-scheduler"]),
+                Child(f"turns{i + 1}", [python, manage, *TURN_WORKER_ARGS]),
                 env,
             )
         for i in range(options["tool_workers"]):

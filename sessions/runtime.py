@@ -1,0 +1,258 @@
+"""Many model turns at once on one event loop.
+
+A model turn is almost all waiting: for the model's first token, for its
+stream, for a tool. ``TurnRuntime`` runs any number of turns as tasks of one
+event loop, so one process serves many conversations without a process (or a
+thread) per turn. What cannot wait on the loop goes to two bounded pools:
+
+- the **database pool** (``AGENTSITE_TURN_DB_THREADS`` threads, each keeping
+  one connection): every query of every turn, so turns never queue behind one
+  thread (asgiref's thread-sensitive default would serialize them all) and a
+  worker never holds more connections than the pool has threads;
+- the **tool pool** (``AGENTSITE_TURN_TOOL_THREADS``): blocking tools, each
+  under its tool's deadline, so a slow tool delays only the turn that called it.
+
+One watcher serves all the turns: every ``HEARTBEAT_EVERY_S`` one statement
+beats every running run, and every ``CANCEL_POLL_S`` one query finds the runs
+that were interrupted or ended elsewhere.
+
+``TurnThread`` runs a runtime on a loop in a thread of its own, for the RQ
+worker (``sessions.worker``); ``run_execute`` runs one turn in the calling
+thread, for RQ's plain forking worker and in-process tests.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import functools
+import logging
+import threading
+import time
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from asgiref.sync import sync_to_async
+from django.conf import settings
+from django.db import InterfaceError, OperationalError, connections
+
+from jobs.registry import get_tool
+from sessions.conversation import Conversation, conversation_build
+from sessions.loop import Turn
+from sessions.models import AgentSession
+from sessions.runs import (
+    HEARTBEAT_EVERY_S,
+    Claim,
+    run_complete,
+    run_fail,
+    run_start,
+    runs_beat,
+    runs_to_stop,
+)
+from sessions.toolbox import tool_execute
+
+log = logging.getLogger(__name__)
+
+CANCEL_POLL_S = 0.2
+T = TypeVar("T")
+
+
+def _db_call(fn: Callable[..., T], kwargs: dict[str, Any], close_after: bool) -> T:
+    """Run ``fn`` in a pool thread; drop this thread's connection when it broke."""
+    try:
+        return fn(**kwargs)
+    except (InterfaceError, OperationalError):
+        connections.close_all()  # a restarted database: the next call reconnects
+        raise
+    finally:
+        if close_after:
+            connections.close_all()
+
+
+def _tool_in_thread(**kwargs: Any) -> tuple[Any, bool]:
+    """``tool_execute`` in a tool-pool thread, closing the connections it opened there."""
+    try:
+        return tool_execute(**kwargs)
+    finally:
+        connections.close_all()
+
+
+def _turn_setup(*, claim: Claim) -> tuple[AgentSession, Conversation]:
+    session = AgentSession.objects.select_related("owner").get(pk=claim.run.session_id)
+    return session, conversation_build(session=session, run=claim.run, batch=claim.batch)
+
+
+def blocking_tool_timeout(name: str) -> float | None:
+    """The deadline of a blocking registry tool; None for start_* and the job tools."""
+    spec = get_tool(name)
+    return spec.default_timeout_s if spec is not None and spec.kind == "blocking" else None
+
+
+class TurnRuntime:
+    def __init__(
+        self,
+        *,
+        db_threads: int | None = None,
+        tool_threads: int | None = None,
+        close_connections: bool = False,
+    ) -> None:
+        self.db_pool = concurrent.futures.ThreadPoolExecutor(
+            db_threads or settings.AGENTSITE_TURN_DB_THREADS, thread_name_prefix="turn-db"
+        )
+        self.tool_pool = concurrent.futures.ThreadPoolExecutor(
+            tool_threads or settings.AGENTSITE_TURN_TOOL_THREADS, thread_name_prefix="turn-tool"
+        )
+        # Per-call connections for a short-lived runtime; a worker's pool keeps them.
+        self.close_connections = close_connections
+        self.turns: dict[str, Turn] = {}
+        self.handing_back: str | None = None
+
+    async def db(self, fn: Callable[..., T], /, **kwargs: Any) -> T:
+        """Run a synchronous database function on the pool and await its result."""
+        call = functools.partial(_db_call, fn, kwargs, self.close_connections)
+        # Not thread-sensitive: turns must not queue behind one thread. asgiref
+        # still routes async_to_sync (the channel-layer publish) back to this loop.
+        result: T = await sync_to_async(call, thread_sensitive=False, executor=self.db_pool)()
+        return result
+
+    async def tool_call(self, *, name: str, **kwargs: Any) -> tuple[Any, bool]:
+        """One tool call: blocking tools on the tool pool under their deadline, the rest on
+        the database pool (``start_*`` only creates a job, so it stays instant)."""
+        timeout = blocking_tool_timeout(name)
+        if timeout is None:
+            return await self.db(tool_execute, name=name, **kwargs)
+        loop = asyncio.get_running_loop()
+        call = functools.partial(_tool_in_thread, name=name, **kwargs)
+        try:
+            return await asyncio.wait_for(loop.run_in_executor(self.tool_pool, call), timeout)
+        except TimeoutError:
+            # The thread cannot be killed; the tool sees ctx.cancelled at its deadline.
+            message = f"{name} did not finish within its {timeout:g}s deadline."
+            return {"error": {"code": "tool_timed_out", "message": message}}, True
+
+    async def execute(self, run_id: str) -> str:
+        """Execute one run to its end; returns the status it ended in (or ``skipped``)."""
+        claim = await self.db(run_start, run_id=run_id)
+        if claim is None:
+            return "skipped"
+        try:
+            if not claim.batch:
+                await self.db(run_complete, run_id=run_id, usage={})
+                return "completed"
+            session, conversation = await self.db(_turn_setup, claim=claim)
+            turn = Turn(runtime=self, session=session, run_id=run_id, conversation=conversation)
+            self.turns[run_id] = turn
+            if self.handing_back is not None:
+                turn.hand_back(self.handing_back)
+            try:
+                return await turn.execute()
+            finally:
+                self.turns.pop(run_id, None)
+        except BaseException as exc:
+            # Whatever happened, the run must not stay "running" and wedge the session.
+            await asyncio.shield(
+                self.db(
+                    run_fail,
+                    run_id=run_id,
+                    code="internal_error",
+                    message=f"The turn crashed: {exc!r}",
+                )
+            )
+            if isinstance(exc, Exception):
+                log.exception("run %s crashed", run_id)
+                return "failed"
+            raise
+
+    async def watch(self) -> None:
+        """Beat every running turn's heartbeat; stop the ones interrupted or ended elsewhere."""
+        last_beat = time.monotonic()
+        while True:
+            await asyncio.sleep(CANCEL_POLL_S)
+            run_ids = list(self.turns)
+            if not run_ids:
+                continue
+            try:
+                if time.monotonic() - last_beat >= HEARTBEAT_EVERY_S:
+                    last_beat = time.monotonic()
+                    await self.db(runs_beat, run_ids=run_ids)
+                stop = await self.db(runs_to_stop, run_ids=run_ids)
+            except Exception:
+                log.warning("could not watch %d turns", len(run_ids), exc_info=True)
+                continue
+            for run_id in stop:
+                turn = self.turns.get(run_id)
+                if turn is not None:
+                    turn.interrupt()
+
+    def hand_back_all(self, reason: str) -> None:
+        """Abandon every turn (and any about to start) so another worker takes it."""
+        self.handing_back = reason
+        for turn in list(self.turns.values()):
+            turn.hand_back(reason)
+
+    def shutdown(self) -> None:
+        self.db_pool.shutdown(wait=False, cancel_futures=True)
+        self.tool_pool.shutdown(wait=False, cancel_futures=True)
+
+
+def run_execute(*, run_id: str) -> str:
+    """Execute one run in the calling thread, with a runtime of its own."""
+    return asyncio.run(_execute_alone(run_id))
+
+
+async def _execute_alone(run_id: str) -> str:
+    runtime = TurnRuntime(db_threads=2, tool_threads=4, close_connections=True)
+    watcher = asyncio.create_task(runtime.watch())
+    try:
+        return await runtime.execute(run_id)
+    finally:
+        watcher.cancel()
+        await asyncio.gather(watcher, return_exceptions=True)
+        runtime.shutdown()
+
+
+class TurnThread:
+    """A TurnRuntime on an event loop in a thread of its own, fed by a synchronous caller."""
+
+    def __init__(self, runtime: TurnRuntime) -> None:
+        self.runtime = runtime
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self.thread: threading.Thread | None = None
+        self._ready = threading.Event()
+        self._closing: asyncio.Event | None = None
+
+    def start(self) -> None:
+        self.thread = threading.Thread(target=self._main, name="turn-loop", daemon=True)
+        self.thread.start()
+        self._ready.wait()
+
+    def _main(self) -> None:
+        asyncio.run(self._serve())
+
+    async def _serve(self) -> None:
+        self.loop = asyncio.get_running_loop()
+        self._closing = asyncio.Event()
+        watcher = asyncio.create_task(self.runtime.watch())
+        self._ready.set()
+        await self._closing.wait()
+        watcher.cancel()
+        await asyncio.gather(watcher, return_exceptions=True)
+
+    def submit(self, run_id: str) -> concurrent.futures.Future[str]:
+        assert self.loop is not None, "start() first"
+        return asyncio.run_coroutine_threadsafe(self.runtime.execute(run_id), self.loop)
+
+    @property
+    def running(self) -> int:
+        return len(self.runtime.turns)
+
+    def hand_back_all(self, reason: str) -> None:
+        if self.loop is not None:
+            self.loop.call_soon_threadsafe(self.runtime.hand_back_all, reason)
+
+    def close(self, timeout: float = 10.0) -> None:
+        if self.loop is not None and self._closing is not None:
+            self.loop.call_soon_threadsafe(self._closing.set)
+        if self.thread is not None:
+            self.thread.join(timeout)
+        self.runtime.shutdown()

@@ -1,0 +1,210 @@
+"""The turn worker: RQ's queue feeds many concurrent model turns in one process.
+
+``manage.py rqworker turns --worker-class sessions.worker.TurnWorker``
+
+RQ stays the source of work: the worker dequeues from ``turns`` as any RQ
+worker does, registers itself, keeps the started registry and records each
+job's end. But it forks no work horse. A ``run_turn`` job becomes a task on
+the event loop of a ``TurnThread`` (``sessions.runtime``), and the main
+thread goes straight back to the queue until ``AGENTSITE_TURN_CONCURRENCY``
+turns are in flight. Other jobs on ``turns`` (the schedulers' sweeps) run in
+a small thread pool of their own, so housekeeping never holds up a turn.
+
+Stopping (SIGTERM or Ctrl-C): the worker takes no new turns, lets the running
+ones finish for ``AGENTSITE_TURN_STOP_GRACE_S``, then hands back the rest:
+each run returns to ``queued`` (``sessions.runs.run_hand_back``) and is put at
+the front of the queue for the next worker. A second signal hands back at once.
+A worker killed outright leaves its runs to the reaper, which fails them all
+once their shared heartbeat goes stale.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import logging
+import threading
+import time
+from typing import Any
+
+from django.conf import settings
+from django.db import connections
+from rq import Queue
+from rq.exceptions import StopRequested
+from rq.executions import Execution
+from rq.job import Job as RqJob
+from rq.timeouts import TimerDeathPenalty
+from rq.worker import SimpleWorker
+
+from sessions.loop import HANDED_BACK
+from sessions.runs import run_enqueue
+from sessions.runtime import TurnRuntime, TurnThread
+
+log = logging.getLogger(__name__)
+
+RUN_TURN = "sessions.tasks.run_turn"
+# How often the RQ-side heartbeats of in-flight jobs are renewed.
+RQ_BEAT_S = 30.0
+
+
+class TurnWorker(SimpleWorker):
+    # Housekeeping jobs run in threads, where SIGALRM cannot reach them.
+    death_penalty_class = TimerDeathPenalty
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.concurrency = settings.AGENTSITE_TURN_CONCURRENCY
+        self.slots = threading.BoundedSemaphore(self.concurrency)
+        self.engine = TurnThread(TurnRuntime())
+        self.chores = concurrent.futures.ThreadPoolExecutor(2, thread_name_prefix="turn-chore")
+        # RQ bookkeeping (Redis) at a job's end, off the event loop.
+        self.closer = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="turn-rq")
+        self.in_flight: dict[str, tuple[RqJob, Execution]] = {}
+        self.in_flight_lock = threading.Lock()
+        self.started = False
+        self.dequeuing = False
+        self.hand_back_now = False
+
+    # --- taking work -----------------------------------------------------------------
+
+    def dequeue_job_and_maintain_ttl(
+        self, timeout: int | None, max_idle_time: int | None = None
+    ) -> tuple[RqJob, Queue] | None:
+        """Wait for a free slot, then dequeue as RQ does."""
+        if not self.started:
+            # Started here, after RQ's own set-up, so no fork ever copies the loop thread.
+            self.engine.start()
+            threading.Thread(target=self._beat_rq, name="turn-rq-beat", daemon=True).start()
+            self.started = True
+        while not self.slots.acquire(timeout=1.0):
+            self.heartbeat()
+            if self._stop_requested:
+                raise StopRequested()
+        self.dequeuing = True
+        try:
+            result = super().dequeue_job_and_maintain_ttl(timeout, max_idle_time)
+        except BaseException:
+            self.slots.release()
+            raise
+        finally:
+            self.dequeuing = False
+        if result is None:
+            self.slots.release()
+        return result
+
+    def execute_job(self, job: RqJob, queue: Queue) -> None:
+        try:
+            execution = self.prepare_execution(job)
+        except BaseException:
+            self.slots.release()
+            raise
+        if job.func_name != RUN_TURN or len(job.args) != 1:
+            self.chores.submit(self._chore, job, queue, execution)
+            return
+        try:
+            self.prepare_job_execution(job, remove_from_intermediate_queue=len(self.queues) == 1)
+            job.started_at = job.started_at or execution.created_at
+        except BaseException:
+            self.slots.release()
+            raise
+        with self.in_flight_lock:
+            self.in_flight[job.id] = (job, execution)
+        future = self.engine.submit(str(job.args[0]))
+        future.add_done_callback(
+            lambda done: self.closer.submit(self._close, job, queue, execution, done)
+        )
+
+    def _chore(self, job: RqJob, queue: Queue, execution: Execution) -> None:
+        try:
+            self.perform_job(job, queue, execution)
+        finally:
+            connections.close_all()
+            self.slots.release()
+
+    def _close(
+        self,
+        job: RqJob,
+        queue: Queue,
+        execution: Execution,
+        done: concurrent.futures.Future[str],
+    ) -> None:
+        """Record a turn's end in RQ; a handed-back run goes to the front of the queue."""
+        try:
+            error = done.exception()
+            if error is None:
+                outcome = done.result()
+                self._finalize_success(job, queue, execution, outcome)
+                if outcome == HANDED_BACK:
+                    run_enqueue(str(job.args[0]), at_front=True)
+            else:
+                self._finalize_failure(job, queue, execution, (type(error), error, None))
+        except Exception:
+            # The run's truth is in the database; a lost RQ record only costs bookkeeping,
+            # and the reaper hands a handed-back run to RQ again if this enqueue failed.
+            log.warning("could not record the end of turn %s in RQ", job.id, exc_info=True)
+        finally:
+            with self.in_flight_lock:
+                self.in_flight.pop(job.id, None)
+            self.slots.release()
+
+    def _beat_rq(self) -> None:
+        """Keep RQ's started registry from declaring long turns abandoned."""
+        while True:
+            time.sleep(RQ_BEAT_S)
+            with self.in_flight_lock:
+                jobs = list(self.in_flight.values())
+            for job, execution in jobs:
+                try:
+                    self.maintain_heartbeats(job, execution)
+                except Exception:
+                    log.debug("RQ heartbeat of %s failed", job.id, exc_info=True)
+
+    # --- stopping ------------------------------------------------------------------------
+
+    def _shutdown(self) -> None:
+        """Warm shutdown: stop taking turns; ``teardown`` lets the running ones end."""
+        self._stop_requested = True
+        self.set_shutdown_requested_date()
+        if self.dequeuing:
+            raise StopRequested()
+
+    def request_force_stop(self, signum: int, frame: Any) -> None:
+        """A second signal: hand every running turn back now instead of waiting."""
+        if self.busy:
+            log.warning("Worker %s: handing back %d turns now", self.name, self.busy)
+            self.hand_back_now = True
+            return
+        super().request_force_stop(signum, frame)
+
+    @property
+    def busy(self) -> int:
+        with self.in_flight_lock:
+            return len(self.in_flight)
+
+    def teardown(self) -> None:
+        if not self.is_horse and self.started:
+            self.drain()
+        super().teardown()
+
+    def drain(self) -> None:
+        grace = settings.AGENTSITE_TURN_STOP_GRACE_S
+        if self.busy:
+            log.info("Worker %s: waiting up to %gs for %d turns", self.name, grace, self.busy)
+        deadline = time.monotonic() + grace
+        # Stopped on request: a grace period. Out of work (--burst, --max-jobs): no limit.
+        while self.busy and not self.hand_back_now:
+            if self._stop_requested and time.monotonic() >= deadline:
+                break
+            time.sleep(0.05)
+        if self.busy:
+            log.info("Worker %s: handing back %d turns", self.name, self.busy)
+            self.engine.hand_back_all("worker_shutdown")
+            limit = time.monotonic() + 15.0
+            while self.busy and time.monotonic() < limit:
+                time.sleep(0.05)
+        self.closer.shutdown(wait=True)
+        self.chores.shutdown(wait=True, cancel_futures=True)
+        self.engine.close()
+
+
+# How every launcher (``serve``, the tests, the benchmarks) starts a turn worker.
+TURN_WORKER_ARGS = ("rqworker", "turns", "--worker-class", "sessions.worker.TurnWorker")
