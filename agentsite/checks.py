@@ -61,7 +61,11 @@ def check_workspace() -> list[CheckMessage]:
 
 
 def check_turn_pools() -> list[CheckMessage]:
-    names = ("AGENTSITE_TURN_CONCURRENCY", "AGENTSITE_TURN_DB_THREADS", "AGENTSITE_TURN_TOOL_THREADS")
+    names = (
+        "AGENTSITE_TURN_CONCURRENCY",
+        "AGENTSITE_TURN_DB_THREADS",
+        "AGENTSITE_TURN_TOOL_THREADS",
+    )
     return [
         Error(
             f"{name}={getattr(settings, name)!r} must be at least 1.",

@@ -166,7 +166,9 @@ def _claim_pending(*, session_id: str, run_id: str) -> list[Event]:
     if others.exists():
         return []
     pending = (
-        Event.objects.select_for_update().filter(session_id=session_id, pending=True).order_by("seq")
+        Event.objects.select_for_update()
+        .filter(session_id=session_id, pending=True)
+        .order_by("seq")
     )
     # A cap only for comparisons (one run per trigger); normally the batch is everything.
     limit = settings.AGENTSITE_MAX_BATCH

@@ -162,6 +162,7 @@ class Processes:
 
     def __init__(self) -> None:
         self.procs: list[subprocess.Popen[bytes]] = []
+        self.names: dict[str, subprocess.Popen[bytes]] = {}
         ARTIFACTS.mkdir(parents=True, exist_ok=True)
 
     def start(
@@ -177,6 +178,7 @@ class Processes:
             start_new_session=True,
         )
         self.procs.append(proc)
+        self.names[name] = proc
         return proc
 
     def stop(self, proc: subprocess.Popen[bytes], timeout: float = 10) -> None:
@@ -192,9 +194,20 @@ class Processes:
         except (ProcessLookupError, PermissionError):
             pass
 
+    def named(self, name: str) -> subprocess.Popen[bytes]:
+        """The last process started under ``name``."""
+        return self.names[name]
+
     def stop_all(self) -> None:
         for proc in self.procs:
             self.stop(proc)
+
+
+def unregister_worker(pid: int) -> None:
+    """Forget the RQ registration of a worker that was killed (it cannot do so itself)."""
+    for worker in Worker.all(connection=django_rq.get_connection("default")):
+        if worker.pid == pid:
+            worker.register_death()
 
 
 def wait_for_workers(queue_name: str, count: int, timeout: float = 30) -> None:

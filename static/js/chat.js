@@ -401,6 +401,17 @@
     if (payload.status === "cancelled") append(el("li", "system-note", "Turn interrupted."));
   }
 
+  // A stopping worker handed the turn back: what its attempt wrote is superseded
+  // by the next attempt, which another worker starts from the same messages.
+  function runRequeued(payload) {
+    closeBubble();
+    const after = Number(payload.superseded_after_seq || 0);
+    document.querySelectorAll("li.msg.assistant").forEach((item) => {
+      if (Number(item.dataset.seq) > after) item.classList.add("superseded");
+    });
+    append(el("li", "system-note", "This turn moved to another worker and starts again."));
+  }
+
   function errorEvent(payload) {
     closeBubble();
     append(el("li", "system-note error", (payload.code ? payload.code + ": " : "") + (payload.message || "error")));
@@ -415,6 +426,7 @@
     job_event: jobEvent,
     run_started: runStarted,
     run_finished: runFinished,
+    run_requeued: runRequeued,
     error: errorEvent,
   };
 

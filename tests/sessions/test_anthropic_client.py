@@ -10,8 +10,8 @@ import pytest
 from sessions.events import event_append
 from sessions.llm import get_model_client
 from sessions.llm.claude import AnthropicModel
-from sessions.runtime import run_execute
 from sessions.models import Event, Run
+from sessions.runtime import run_execute
 from tests.sessions.factories import make_session, messages
 from tests.sessions.messages_server import MessagesServer
 

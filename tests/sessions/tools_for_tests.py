@@ -69,3 +69,16 @@ def pause_read(args: Pause, ctx: ToolContext) -> dict[str, Any]:
 def broken_read(args: Pause, ctx: ToolContext) -> dict[str, Any]:
     time.sleep(args.seconds)
     raise OSError("the disk is on fire")
+
+
+@tool(
+    name="overdue_read",
+    description="A blocking read that outlives its half-second deadline.",
+    input_model=Pause,
+    kind="blocking",
+    default_timeout_s=0.5,
+    max_timeout_s=0.5,
+)
+def overdue_read(args: Pause, ctx: ToolContext) -> dict[str, Any]:
+    time.sleep(args.seconds)
+    return {"summary": "answered late"}
