@@ -205,7 +205,12 @@ AGENTSITE_RUN_STALE_S = env_float("AGENTSITE_RUN_STALE_S", 15.0)
 # one event loop; their queries share DB_THREADS threads (one connection each)
 # and their blocking tools TOOL_THREADS threads.
 AGENTSITE_TURN_CONCURRENCY = env_int("AGENTSITE_TURN_CONCURRENCY", 100)
-AGENTSITE_TURN_DB_THREADS = env_int("AGENTSITE_TURN_DB_THREADS", 8)
+# SQLite has one writer: more threads in one process only wait on its lock, and its
+# busy handler sleeps in coarse steps (bench/concurrency.py: 1 thread beat 8 at 100
+# users), so on SQLite one thread carries them; PostgreSQL gets a pool.
+AGENTSITE_TURN_DB_THREADS = env_int(
+    "AGENTSITE_TURN_DB_THREADS", 1 if _database["ENGINE"].endswith("sqlite3") else 8
+)
 AGENTSITE_TURN_TOOL_THREADS = env_int("AGENTSITE_TURN_TOOL_THREADS", 8)
 # On SIGTERM a turn worker lets running turns finish for this long, then hands
 # the rest back to the queue for another worker.

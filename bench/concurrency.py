@@ -38,7 +38,9 @@ sys.path.insert(0, str(BASE_DIR))
 from _scratch import percentile, scratch_environment  # noqa: E402
 
 LEVELS = [int(n) for n in os.environ.get("BENCH_USERS", "1,10,50,100,200").split(",")]
-BASELINE_LEVELS = [int(n) for n in os.environ.get("BENCH_BASELINE_USERS", "1,10").split(",")]
+BASELINE_LEVELS = [
+    int(n) for n in os.environ.get("BENCH_BASELINE_USERS", "1,10").split(",") if n.strip()
+]
 MESSAGES = int(os.environ.get("BENCH_MESSAGES", "3"))
 FIRST_TOKEN_S = os.environ.get("BENCH_FIRST_TOKEN_S", "2")
 REPLY_TIMEOUT_S = 60.0
@@ -322,8 +324,10 @@ def main() -> int:
     tokens = make_tokens(max([*LEVELS, *BASELINE_LEVELS]))
     try:
         print(f"{MESSAGES} messages per user, every 6-10 s; {FIRST_TOKEN_S} s to the first token")
-        baseline, baseline_idle = measure(scratch, tokens, BASELINE_LEVELS, concurrent=False)
-        report("baseline: forking turn worker, one turn at a time", baseline, baseline_idle)
+        baseline, baseline_idle = [], 0.0
+        if BASELINE_LEVELS:
+            baseline, baseline_idle = measure(scratch, tokens, BASELINE_LEVELS, concurrent=False)
+            report("baseline: forking turn worker, one turn at a time", baseline, baseline_idle)
         levels, idle = measure(scratch, tokens, LEVELS, concurrent=True)
         report("TurnWorker: concurrent turns on one event loop", levels, idle)
         ok = verdicts(levels, idle)
