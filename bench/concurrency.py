@@ -52,6 +52,12 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def cpu_s(pid: int) -> float:
+    """User plus system CPU time of a process so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def rss_mb(pid: int) -> float:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmRSS:"):
@@ -86,7 +92,7 @@ class Stack:
 
         manage = str(BASE_DIR / "manage.py")
         turn_args = TURN_WORKER_ARGS if self.concurrent_turns else ("rqworker", "turns")
-        self.start(
+        self.web = self.start(
             "-m", "daphne", "-b", "127.0.0.1", "-p", str(self.port), "agentsite.asgi:application"
         )
         self.turn_worker = self.start(manage, *turn_args)
@@ -129,6 +135,7 @@ class Level:
     errors: list[str] = field(default_factory=list)
     run_ids: list[str] = field(default_factory=list)
     rss_peak: float = 0.0
+    cpu: dict[str, float] = field(default_factory=dict)
 
 
 class User:
@@ -214,7 +221,10 @@ async def run_level(stack: Stack, tokens: list[str], users: int) -> Level:
         stop = asyncio.Event()
         sampler = asyncio.create_task(sample_rss(stack.turn_worker.pid, level, stop))
         people = [User(client, stack.url, tokens[i], level) for i in range(users)]
+        pids = {"turn worker": stack.turn_worker.pid, "daphne": stack.web.pid}
+        before = {name: cpu_s(pid) for name, pid in pids.items()}
         await asyncio.gather(*(p.chat() for p in people))
+        level.cpu = {name: cpu_s(pid) - before[name] for name, pid in pids.items()}
         stop.set()
         await sampler
     return level
@@ -260,6 +270,11 @@ def report(name: str, levels: list[Level], idle_rss: float) -> None:
             f"  {lv.users:5d}  {percentile(lv.ttft, 0.5):6.2f}s {percentile(lv.ttft, 0.95):6.2f}s"
             f" {max(lv.ttft):6.2f}s  {len(lv.errors):6d}  {max_overlap(lv.run_ids):7d}"
             f"  {lv.rss_peak:6.1f} (+{lv.rss_peak - idle_rss:.1f})"
+        )
+        turns = max(1, len(lv.run_ids))
+        print(
+            "         CPU per turn: "
+            + ", ".join(f"{name} {1000 * sec / turns:.1f} ms" for name, sec in lv.cpu.items())
         )
 
 

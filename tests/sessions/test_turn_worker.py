@@ -169,14 +169,24 @@ def test_a_killed_worker_s_turns_all_fail_as_lost_and_their_sessions_answer_agai
     for session in sessions:
         scripted_push(session.id, {"text": "Never finished.", "gate": "never"}, {"text": "Back."})
     runs = [post(session, "hello") for session in sessions]
-    all_running(runs)
+    # Mid-turn: every model call has begun (and taken its gated response).
+    ids = [r.id for r in runs]
+    wait_until(
+        lambda: (
+            Event.objects.filter(run_id__in=ids, kind="assistant_delta")
+            .values("run_id")
+            .distinct()
+            .count()
+            == len(ids)
+        ),
+        timeout=60,
+    )
 
     os.killpg(doomed.pid, signal.SIGKILL)
     doomed.wait()
     unregister_worker(doomed.pid)
     own_turn_worker("worker-turns-after")
 
-    ids = [r.id for r in runs]
     wait_until(
         lambda: Run.objects.filter(pk__in=ids, status=Run.Status.FAILED).count() == len(ids),
         timeout=30,
