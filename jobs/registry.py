@@ -8,6 +8,8 @@ run as jobs in a tool worker and report through their context.
 
 from __future__ import annotations
 
+import copy
+import functools
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -60,7 +62,9 @@ class Tool:
     summarize: Callable[[Any], str] | None = None
 
     def input_schema(self) -> dict[str, Any]:
-        return self.input_model.model_json_schema()
+        # Every model turn offers every tool: the schema is generated once per
+        # process, and each caller gets a copy of its own to keep.
+        return copy.deepcopy(_json_schema(self.input_model))
 
     def validate(self, args: dict[str, Any]) -> BaseModel:
         """Parse raw arguments; raises pydantic.ValidationError."""
@@ -72,6 +76,11 @@ class Tool:
         if isinstance(result, dict) and isinstance(result.get("summary"), str):
             return str(result["summary"])
         return ""
+
+
+@functools.cache
+def _json_schema(model: type[BaseModel]) -> dict[str, Any]:
+    return model.model_json_schema()
 
 
 _TOOLS: dict[str, Tool] = {}
