@@ -48,9 +48,10 @@ HANDED_BACK = "handed_back"
 class DeltaWriter:
     """Coalesces streamed text into ``assistant_delta`` events.
 
-    A delta is written at most every ``FLUSH_EVERY_S`` (a ticker flushes what
+    A delta is written at most every ``FLUSH_EVERY_S`` (a timer flushes what
     waits when the model pauses) or as soon as ``FLUSH_AT_CHARS`` accumulate,
-    so a long answer is tens of rows, not thousands.
+    so a long answer is tens of rows, not thousands. The timer is set only
+    while text waits: a turn waiting for its model costs the loop nothing.
     """
 
     def __init__(self, *, runtime: TurnRuntime, session_id: str, run_id: str) -> None:
@@ -61,13 +62,22 @@ class DeltaWriter:
         self.segment = ""
         self.last_flush = time.monotonic()
         self.lock = asyncio.Lock()
+        self.timer: asyncio.TimerHandle | None = None
+        self.later: asyncio.Task[None] | None = None
 
     async def add(self, text: str) -> None:
         self.buffer += text
         self.segment += text
-        due = time.monotonic() - self.last_flush >= FLUSH_EVERY_S
-        if due or len(self.buffer) >= FLUSH_AT_CHARS:
+        wait = FLUSH_EVERY_S - (time.monotonic() - self.last_flush)
+        if wait <= 0 or len(self.buffer) >= FLUSH_AT_CHARS:
             await self.flush()
+        elif self.timer is None:
+            self.timer = asyncio.get_running_loop().call_later(wait, self._flush_later)
+
+    def _flush_later(self) -> None:
+        self.timer = None
+        if self.buffer:
+            self.later = asyncio.create_task(self.flush())
 
     async def flush(self) -> None:
         async with self.lock:
@@ -76,11 +86,13 @@ class DeltaWriter:
             if text:
                 await self.append(Event.Kind.ASSISTANT_DELTA, {"text": text})
 
-    async def tick(self) -> None:
-        while True:
-            await asyncio.sleep(FLUSH_EVERY_S)
-            if self.buffer and time.monotonic() - self.last_flush >= FLUSH_EVERY_S:
-                await self.flush()
+    async def close(self) -> None:
+        """Stop the timer and let a flush it started finish."""
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer = None
+        if self.later is not None:
+            await asyncio.gather(self.later, return_exceptions=True)
 
     def take_segment(self) -> str:
         text, self.segment = self.segment, ""
@@ -125,7 +137,6 @@ class Turn:
 
     async def execute(self) -> str:
         work = asyncio.create_task(self.steps())
-        ticker = asyncio.create_task(self.writer.tick())
         stopped = asyncio.create_task(self.stop.wait())
         db = self.runtime.db
         try:
@@ -155,9 +166,10 @@ class Turn:
             )
             return "failed"
         finally:
-            for task in (work, ticker, stopped):
+            for task in (work, stopped):
                 task.cancel()
-            await asyncio.gather(work, ticker, stopped, return_exceptions=True)
+            await asyncio.gather(work, stopped, return_exceptions=True)
+            await self.writer.close()
 
     async def steps(self) -> None:
         conv = self.conversation
