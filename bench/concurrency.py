@@ -44,6 +44,9 @@ BASELINE_LEVELS = [
 MESSAGES = int(os.environ.get("BENCH_MESSAGES", "3"))
 FIRST_TOKEN_S = os.environ.get("BENCH_FIRST_TOKEN_S", "2")
 REPLY_TIMEOUT_S = 60.0
+# More turn workers than make run's one: only to see where a level's limit lies
+# (the RSS and CPU columns then describe the first worker).
+TURN_WORKERS = int(os.environ.get("BENCH_TURN_WORKERS", "1"))
 
 
 def free_port() -> int:
@@ -96,6 +99,8 @@ class Stack:
             "-m", "daphne", "-b", "127.0.0.1", "-p", str(self.port), "agentsite.asgi:application"
         )
         self.turn_worker = self.start(manage, *turn_args)
+        for _ in range(TURN_WORKERS - 1):  # scale-out comparisons only
+            self.start(manage, *turn_args)
         self.start(manage, "rqworker", "tools", "default")
         self.start(manage, "rqcron", "agentsite.cron")
         self.wait_healthy()
