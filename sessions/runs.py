@@ -217,29 +217,14 @@ def runs_beat(*, run_ids: list[str]) -> None:
 
 
 def runs_to_stop(*, run_ids: list[str]) -> set[str]:
-    """Which of ``run_ids`` must stop: interrupted, ended elsewhere, or gone."""
+    """Which of ``run_ids`` must stop: interrupted, ended elsewhere, or gone.
+
+    A run that another process already ended (the reaper, after a stall) or
+    whose session was deleted must not keep a turn going.
+    """
     rows = Run.objects.filter(pk__in=run_ids).values_list("id", "status", "cancel_requested_at")
     live = {r for r, status, asked in rows if status == Run.Status.RUNNING and asked is None}
     return set(run_ids) - live
-
-
-def run_heartbeat(*, run_id: str) -> bool:
-    """Record that the worker is alive; returns True when the turn should stop."""
-    Run.objects.filter(pk=run_id, status=Run.Status.RUNNING).update(heartbeat_at=timezone.now())
-    return run_should_stop(run_id=run_id)
-
-
-def run_should_stop(*, run_id: str) -> bool:
-    """True once an interrupt was requested, or the run is no longer running.
-
-    A run that another process already ended (the scheduler reaping it as lost)
-    or whose session is gone must not keep a turn worker busy.
-    """
-    row = Run.objects.filter(pk=run_id).values_list("status", "cancel_requested_at").first()
-    if row is None:
-        return True
-    status, cancel_requested_at = row
-    return cancel_requested_at is not None or status != Run.Status.RUNNING
 
 
 def run_first_token(*, run_id: str) -> None:
