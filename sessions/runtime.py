@@ -38,7 +38,7 @@ from django.db import InterfaceError, OperationalError, connections
 
 from jobs.registry import get_tool
 from sessions.conversation import Conversation, conversation_build
-from sessions.loop import Turn
+from sessions.loop import HANDED_BACK, Turn
 from sessions.models import AgentSession
 from sessions.runs import (
     HEARTBEAT_EVERY_S,
@@ -67,14 +67,6 @@ def _db_call(fn: Callable[..., T], kwargs: dict[str, Any], close_after: bool) ->
     finally:
         if close_after:
             connections.close_all()
-
-
-def _tool_in_thread(**kwargs: Any) -> tuple[Any, bool]:
-    """``tool_execute`` in a tool-pool thread, closing the connections it opened there."""
-    try:
-        return tool_execute(**kwargs)
-    finally:
-        connections.close_all()
 
 
 def _turn_setup(*, claim: Claim) -> tuple[AgentSession, Conversation]:
@@ -122,7 +114,8 @@ class TurnRuntime:
         if timeout is None:
             return await self.db(tool_execute, name=name, **kwargs)
         loop = asyncio.get_running_loop()
-        call = functools.partial(_tool_in_thread, name=name, **kwargs)
+        # Tool threads may idle for long: each call closes the connections it opened.
+        call = functools.partial(_db_call, tool_execute, {"name": name, **kwargs}, True)
         try:
             return await asyncio.wait_for(loop.run_in_executor(self.tool_pool, call), timeout)
         except TimeoutError:
@@ -132,6 +125,8 @@ class TurnRuntime:
 
     async def execute(self, run_id: str) -> str:
         """Execute one run to its end; returns the status it ended in (or ``skipped``)."""
+        if self.handing_back is not None:
+            return HANDED_BACK  # still queued: not even claimed
         claim = await self.db(run_start, run_id=run_id)
         if claim is None:
             return "skipped"
@@ -241,10 +236,6 @@ class TurnThread:
     def submit(self, run_id: str) -> concurrent.futures.Future[str]:
         assert self.loop is not None, "start() first"
         return asyncio.run_coroutine_threadsafe(self.runtime.execute(run_id), self.loop)
-
-    @property
-    def running(self) -> int:
-        return len(self.runtime.turns)
 
     def hand_back_all(self, reason: str) -> None:
         if self.loop is not None:

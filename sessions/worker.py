@@ -52,8 +52,7 @@ class TurnWorker(SimpleWorker):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.concurrency = settings.AGENTSITE_TURN_CONCURRENCY
-        self.slots = threading.BoundedSemaphore(self.concurrency)
+        self.slots = threading.BoundedSemaphore(settings.AGENTSITE_TURN_CONCURRENCY)
         self.engine = TurnThread(TurnRuntime())
         self.chores = concurrent.futures.ThreadPoolExecutor(2, thread_name_prefix="turn-chore")
         # RQ bookkeeping (Redis) at a job's end, off the event loop.
@@ -92,20 +91,19 @@ class TurnWorker(SimpleWorker):
         return result
 
     def execute_job(self, job: RqJob, queue: Queue) -> None:
+        is_turn = job.func_name == RUN_TURN and len(job.args) == 1
         try:
             execution = self.prepare_execution(job)
+            if is_turn:  # a chore's perform_job prepares itself, in its thread
+                self.prepare_job_execution(
+                    job, remove_from_intermediate_queue=len(self.queues) == 1
+                )
         except BaseException:
             self.slots.release()
             raise
-        if job.func_name != RUN_TURN or len(job.args) != 1:
+        if not is_turn:
             self.chores.submit(self._chore, job, queue, execution)
             return
-        try:
-            self.prepare_job_execution(job, remove_from_intermediate_queue=len(self.queues) == 1)
-            job.started_at = job.started_at or execution.created_at
-        except BaseException:
-            self.slots.release()
-            raise
         with self.in_flight_lock:
             self.in_flight[job.id] = (job, execution)
         future = self.engine.submit(str(job.args[0]))
@@ -180,6 +178,13 @@ class TurnWorker(SimpleWorker):
         with self.in_flight_lock:
             return len(self.in_flight)
 
+    def _wait_for_turns(self, limit_s: float | None, *, until_hand_back: bool = False) -> None:
+        deadline = None if limit_s is None else time.monotonic() + limit_s
+        while self.busy and not (until_hand_back and self.hand_back_now):
+            if deadline is not None and time.monotonic() >= deadline:
+                return
+            time.sleep(0.05)
+
     def teardown(self) -> None:
         if not self.is_horse and self.started:
             self.drain()
@@ -189,18 +194,12 @@ class TurnWorker(SimpleWorker):
         grace = settings.AGENTSITE_TURN_STOP_GRACE_S
         if self.busy:
             log.info("Worker %s: waiting up to %gs for %d turns", self.name, grace, self.busy)
-        deadline = time.monotonic() + grace
         # Stopped on request: a grace period. Out of work (--burst, --max-jobs): no limit.
-        while self.busy and not self.hand_back_now:
-            if self._stop_requested and time.monotonic() >= deadline:
-                break
-            time.sleep(0.05)
+        self._wait_for_turns(grace if self._stop_requested else None, until_hand_back=True)
         if self.busy:
             log.info("Worker %s: handing back %d turns", self.name, self.busy)
             self.engine.hand_back_all("worker_shutdown")
-            limit = time.monotonic() + 15.0
-            while self.busy and time.monotonic() < limit:
-                time.sleep(0.05)
+            self._wait_for_turns(15.0)
         self.closer.shutdown(wait=True)
         self.chores.shutdown(wait=True, cancel_futures=True)
         self.engine.close()

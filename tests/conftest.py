@@ -18,6 +18,7 @@ from django.db import OperationalError, connection
 from django.db.backends.base.operations import BaseDatabaseOperations
 from django.test import Client
 from rq import Worker
+from rq.worker import BaseWorker
 
 from agentsite.models import ApiToken
 from sessions.worker import TURN_WORKER_ARGS
@@ -203,11 +204,17 @@ class Processes:
             self.stop(proc)
 
 
+def registered_worker(pid: int) -> BaseWorker | None:
+    """The RQ worker registered by process ``pid``, if any."""
+    workers = Worker.all(connection=django_rq.get_connection("default"))
+    return next((worker for worker in workers if worker.pid == pid), None)
+
+
 def unregister_worker(pid: int) -> None:
     """Forget the RQ registration of a worker that was killed (it cannot do so itself)."""
-    for worker in Worker.all(connection=django_rq.get_connection("default")):
-        if worker.pid == pid:
-            worker.register_death()
+    worker = registered_worker(pid)
+    if worker is not None:
+        worker.register_death()
 
 
 def wait_for_workers(queue_name: str, count: int, timeout: float = 30) -> None:

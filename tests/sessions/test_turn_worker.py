@@ -16,7 +16,13 @@ from sessions.models import AgentSession, Event, Run
 from sessions.runs import run_request_cancel
 from sessions.services import message_post
 from sessions.worker import TURN_WORKER_ARGS
-from tests.conftest import Processes, unregister_worker, wait_for_workers, wait_until
+from tests.conftest import (
+    Processes,
+    registered_worker,
+    unregister_worker,
+    wait_for_workers,
+    wait_until,
+)
 from tests.sessions.factories import kinds, make_session, messages, wait_for_run
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -144,7 +150,7 @@ def own_turn_worker(rq_workers: Processes) -> Iterator[Callable[..., Any]]:
     def start(name: str, **env: str) -> Any:
         proc = rq_workers.start(name, *TURN_WORKER_ARGS, env=env)
         started.append(proc)
-        wait_until(lambda: pid_registered(proc.pid), timeout=30)
+        wait_until(lambda: registered_worker(proc.pid), timeout=30)
         return proc
 
     yield start
@@ -153,12 +159,6 @@ def own_turn_worker(rq_workers: Processes) -> Iterator[Callable[..., Any]]:
         unregister_worker(proc.pid)
     rq_workers.start("worker-turns", *TURN_WORKER_ARGS)
     wait_for_workers("turns", 1)
-
-
-def pid_registered(pid: int) -> bool:
-    from rq import Worker
-
-    return any(w.pid == pid for w in Worker.all(connection=django_rq.get_connection("turns")))
 
 
 def test_a_killed_worker_s_turns_all_fail_as_lost_and_their_sessions_answer_again(
