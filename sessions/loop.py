@@ -48,10 +48,13 @@ HANDED_BACK = "handed_back"
 class DeltaWriter:
     """Coalesces streamed text into ``assistant_delta`` events.
 
-    A delta is written at most every ``FLUSH_EVERY_S`` (a timer flushes what
-    waits when the model pauses) or as soon as ``FLUSH_AT_CHARS`` accumulate,
-    so a long answer is tens of rows, not thousands. The timer is set only
-    while text waits: a turn waiting for its model costs the loop nothing.
+    At most one delta write is in flight per turn, and the model's stream
+    never waits for it: text that arrives meanwhile joins the next write,
+    which starts ``FLUSH_EVERY_S`` after the previous one started (at once
+    when ``FLUSH_AT_CHARS`` wait). So a long answer is tens of rows, not
+    thousands, and a slow database makes the deltas fewer and larger rather
+    than more: the cost of a turn does not grow with the load. A timer is set
+    only while text waits: a turn waiting for its model costs the loop nothing.
     """
 
     def __init__(self, *, runtime: TurnRuntime, session_id: str, run_id: str) -> None:
@@ -60,39 +63,73 @@ class DeltaWriter:
         self.run_id = run_id
         self.buffer = ""
         self.segment = ""
-        self.last_flush = time.monotonic()
-        self.lock = asyncio.Lock()
+        self.last_write = float("-inf")
+        self.writing: asyncio.Task[None] | None = None
         self.timer: asyncio.TimerHandle | None = None
-        self.later: asyncio.Task[None] | None = None
+        self.failed: BaseException | None = None
 
     async def add(self, text: str) -> None:
+        self._raise_failed()
         self.buffer += text
         self.segment += text
-        wait = FLUSH_EVERY_S - (time.monotonic() - self.last_flush)
-        if wait <= 0 or len(self.buffer) >= FLUSH_AT_CHARS:
-            await self.flush()
-        elif self.timer is None:
-            self.timer = asyncio.get_running_loop().call_later(wait, self._flush_later)
+        self._schedule()
 
-    def _flush_later(self) -> None:
+    def _schedule(self) -> None:
+        if self.writing is not None or self.timer is not None or not self.buffer:
+            return
+        wait = FLUSH_EVERY_S - (time.monotonic() - self.last_write)
+        if wait <= 0 or len(self.buffer) >= FLUSH_AT_CHARS:
+            self._start_write()
+        else:
+            self.timer = asyncio.get_running_loop().call_later(wait, self._on_timer)
+
+    def _on_timer(self) -> None:
         self.timer = None
-        if self.buffer:
-            self.later = asyncio.create_task(self.flush())
+        if self.writing is None and self.buffer and self.failed is None:
+            self._start_write()
+
+    def _start_write(self) -> None:
+        text, self.buffer = self.buffer, ""
+        self.last_write = time.monotonic()
+        self.writing = asyncio.create_task(self._write(text))
+
+    async def _write(self, text: str) -> None:
+        try:
+            await self.append(Event.Kind.ASSISTANT_DELTA, {"text": text})
+        except BaseException as exc:
+            self.failed = exc  # raised to the turn by its next add or flush
+        finally:
+            self.writing = None
+        if self.failed is None:
+            self._schedule()
+
+    def _raise_failed(self) -> None:
+        if self.failed is not None:
+            raise self.failed
+
+    async def _settle(self) -> None:
+        """Wait for the write in flight, without cancelling it if we are cancelled."""
+        if self.writing is not None:
+            await asyncio.wait({self.writing})
 
     async def flush(self) -> None:
-        async with self.lock:
-            text, self.buffer = self.buffer, ""
-            self.last_flush = time.monotonic()
-            if text:
-                await self.append(Event.Kind.ASSISTANT_DELTA, {"text": text})
+        """Write every delta so far, in order, before the caller writes anything else."""
+        while True:
+            if self.timer is not None:
+                self.timer.cancel()
+                self.timer = None
+            await self._settle()
+            self._raise_failed()
+            if not self.buffer:
+                return
+            self._start_write()
 
     async def close(self) -> None:
-        """Stop the timer and let a flush it started finish."""
+        """Stop the timer and let a write in flight finish."""
         if self.timer is not None:
             self.timer.cancel()
             self.timer = None
-        if self.later is not None:
-            await asyncio.gather(self.later, return_exceptions=True)
+        await self._settle()
 
     def take_segment(self) -> str:
         text, self.segment = self.segment, ""

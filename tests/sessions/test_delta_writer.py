@@ -1,0 +1,105 @@
+"""Streamed text becomes few deltas however slow the database is, and none is lost."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from asgiref.sync import sync_to_async
+
+from sessions import loop
+from sessions.loop import DeltaWriter
+from sessions.models import Event, Run
+from tests.sessions.factories import make_session
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+class SlowDatabase:
+    """A turn runtime whose every database call takes ``delay_s`` more (a loaded server)."""
+
+    def __init__(self, delay_s: float) -> None:
+        self.delay_s = delay_s
+        self.calls = 0
+
+    async def db(self, fn: Callable[..., Any], /, **kwargs: Any) -> Any:
+        self.calls += 1
+        await asyncio.sleep(self.delay_s)
+        return await sync_to_async(fn, thread_sensitive=False)(**kwargs)
+
+
+def running_run(user: Any) -> Run:
+    """A run row to write under; never queued, so no worker of another test takes it."""
+    session = make_session(user)
+    return Run.objects.create(session=session, owner=user, status=Run.Status.RUNNING)
+
+
+def deltas(run: Run) -> list[str]:
+    rows = Event.objects.filter(run=run, kind=Event.Kind.ASSISTANT_DELTA).order_by("seq")
+    return [e.payload["text"] for e in rows]
+
+
+async def stream(writer: DeltaWriter, pieces: list[str], gap_s: float) -> float:
+    """Feed pieces as a model would; the longest time one ``add`` kept the stream waiting."""
+    longest = 0.0
+    for piece in pieces:
+        started = time.monotonic()
+        await writer.add(piece)
+        longest = max(longest, time.monotonic() - started)
+        await asyncio.sleep(gap_s)
+    await writer.flush()
+    await writer.close()
+    return longest
+
+
+def test_a_slow_database_makes_deltas_fewer_not_more(user: Any) -> None:
+    # Before: each write blocked the stream and, being slower than the flush
+    # interval, made the next piece flush at once: one row per two words.
+    run = running_run(user)
+    pieces = [f"word{i} " for i in range(60)]
+    slow = SlowDatabase(delay_s=4 * loop.FLUSH_EVERY_S)
+    writer = DeltaWriter(runtime=slow, session_id=run.session_id, run_id=run.id)  # type: ignore[arg-type]
+
+    longest_wait = asyncio.run(stream(writer, pieces, gap_s=loop.FLUSH_EVERY_S / 10))
+
+    written = deltas(run)
+    assert "".join(written) == "".join(pieces)  # every piece, in order, once
+    assert len(written) <= 6, written
+    assert slow.calls == len(written)
+    # The stream never waited for a write.
+    assert longest_wait < slow.delay_s
+
+
+def test_text_waiting_when_the_stream_pauses_is_written_by_the_timer(user: Any) -> None:
+    run = running_run(user)
+    writer = DeltaWriter(runtime=SlowDatabase(0.0), session_id=run.session_id, run_id=run.id)  # type: ignore[arg-type]
+
+    async def main() -> list[str]:
+        await writer.add("first ")
+        await writer.add("second ")  # within the interval: waits for the timer
+        await asyncio.sleep(10 * loop.FLUSH_EVERY_S)  # the model pauses; no flush() call
+        written = await sync_to_async(deltas, thread_sensitive=False)(run)
+        await writer.close()
+        return written
+
+    assert asyncio.run(main()) == ["first ", "second "]
+
+
+def test_a_failed_write_fails_the_turn_at_its_next_step(user: Any) -> None:
+    run = running_run(user)
+
+    class Broken(SlowDatabase):
+        async def db(self, fn: Callable[..., Any], /, **kwargs: Any) -> Any:
+            raise RuntimeError("database went away")
+
+    writer = DeltaWriter(runtime=Broken(0.0), session_id=run.session_id, run_id=run.id)  # type: ignore[arg-type]
+
+    async def main() -> None:
+        await writer.add("lost ")
+        with pytest.raises(RuntimeError, match="database went away"):
+            await writer.flush()
+
+    asyncio.run(main())
