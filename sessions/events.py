@@ -7,18 +7,14 @@ replaying from the log.
 
 from __future__ import annotations
 
-import logging
 from typing import Any
 
-from asgiref.sync import async_to_sync
-from channels.layers import get_channel_layer
 from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
+from jobs.live import group_send
 from sessions.models import AgentSession, Event
-
-log = logging.getLogger(__name__)
 
 
 def event_append(
@@ -68,12 +64,12 @@ def event_message(event: Event) -> dict[str, Any]:
 
 
 def event_publish(event: Event) -> None:
-    """Notify live listeners of a committed event; a failure only costs liveness."""
-    layer = get_channel_layer()
-    if layer is None:
-        return
-    group = f"{AgentSession.group_prefix()}{event.session_id}"
-    try:
-        async_to_sync(layer.group_send)(group, event_message(event))
-    except Exception:
-        log.warning("could not publish event %s#%s", event.session_id, event.seq, exc_info=True)
+    """Notify live listeners of a committed event; a failure only costs liveness.
+
+    Called from the committing thread: a request thread, a turn runtime's
+    database thread, a work horse. ``group_send`` publishes on this process's
+    own Redis client there and then, rather than hopping to an event loop (in
+    a turn worker or daphne, the busy one serving every other conversation)
+    and blocking the database thread until that loop gets to it.
+    """
+    group_send([f"{AgentSession.group_prefix()}{event.session_id}"], event_message(event))
