@@ -7,6 +7,9 @@ import os
 from django.core.asgi import get_asgi_application
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "agentsite.settings")
+# Concurrent requests each run in a thread of their own: on PostgreSQL they
+# share a bounded connection pool (see DATABASES in settings).
+os.environ.setdefault("AGENTSITE_DB_POOL", "true")
 # Django must be set up before anything imports models (the routing does).
 django_asgi_app = get_asgi_application()
 

@@ -81,7 +81,7 @@ def local_secret_key() -> str:
 
 
 SECRET_KEY = env_str("SECRET_KEY") or local_secret_key()
-DEBUG = env_bool("DEBUG", True)
+DEBUG = env_bool("DEBUG", False)
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["127.0.0.1", "localhost", "[::1]", "testserver"])
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
 
@@ -150,8 +150,25 @@ if _database["ENGINE"] == "django.db.backends.sqlite3":
     _database["OPTIONS"] = {**SQLITE_OPTIONS, **_database.get("OPTIONS", {})}
     # Tests run workers in other processes, so the test database must be a file.
     _database["TEST"] = {"NAME": str(LOCAL_DIR / f"{TEST_DB_NAME}.sqlite3")}
-elif TEST_DB_NAME != "test":
-    _database["TEST"] = {"NAME": f"test_{TEST_DB_NAME}"}
+else:
+    if TEST_DB_NAME != "test":
+        _database["TEST"] = {"NAME": f"test_{TEST_DB_NAME}"}
+    # The web process runs each concurrent request's database work in a thread
+    # of its own: without a bound, a burst of requests opens a connection each
+    # and runs PostgreSQL out of them ("too many clients"). agentsite/asgi.py
+    # turns the pool on for that process; workers bound their connections
+    # themselves (one per work horse, AGENTSITE_TURN_DB_THREADS per turn
+    # worker) and fork, which a pool's background threads do not survive.
+    if env_bool("AGENTSITE_DB_POOL", False):
+        _database["OPTIONS"] = {
+            **_database.get("OPTIONS", {}),
+            "pool": {
+                "min_size": 1,
+                "max_size": env_int("AGENTSITE_DB_POOL_MAX", 16),
+                # A request waits this long for a connection, then fails as unavailable.
+                "timeout": env_float("AGENTSITE_DB_POOL_TIMEOUT_S", 10.0),
+            },
+        }
 DATABASES = {"default": _database}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 

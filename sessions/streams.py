@@ -24,10 +24,12 @@ import uuid
 from collections.abc import AsyncIterator
 from typing import Any
 
+from asgiref.sync import sync_to_async
 from channels.db import database_sync_to_async
 from channels.layers import get_channel_layer
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
+from django.db import connections
 from django.http import HttpRequest, StreamingHttpResponse
 from ninja import Router
 
@@ -331,6 +333,20 @@ async def sse_body(
                 return
 
 
+async def release_request_connection() -> None:
+    """Give back the database connection this request's authentication opened.
+
+    Django closes it when the response ends, which for a stream is minutes or
+    hours later: a few hundred followers would hold a few hundred connections
+    (PostgreSQL refuses new clients past ``max_connections``; the web process's
+    pool would run dry). A stream reads the log through ``log_read``, whose
+    calls take and return a connection each. Called first thing, so that a
+    request never holds one connection while it waits for another: with a
+    bounded pool, that is a deadlock once enough streams open at once.
+    """
+    await sync_to_async(connections.close_all)()
+
+
 def sse_response(body: AsyncIterator[str]) -> StreamingHttpResponse:
     response = StreamingHttpResponse(body, content_type="text/event-stream")
     response["Cache-Control"] = "no-cache"
@@ -354,6 +370,7 @@ def resume_token(request: HttpRequest, query_token: str) -> str:
 async def session_stream(
     request: HttpRequest, session_id: str, after: str = ""
 ) -> StreamingHttpResponse:
+    await release_request_connection()
     user = request_user(request)
     session = await owned_session(user, session_id)
     if session is None:
@@ -378,6 +395,7 @@ async def session_stream(
 async def run_stream(
     request: HttpRequest, run_id: str, continuation_token: str = ""
 ) -> StreamingHttpResponse:
+    await release_request_connection()
     user = request_user(request)
     run = await owned_run(user, run_id)
     if run is None:

@@ -115,3 +115,59 @@ def test_the_docs_list_the_stream_endpoints(base_url: str, user: Any) -> None:
     schema = httpx.get(f"{base_url}/api/openapi.json").json()
     assert "/api/sessions/{session_id}/stream" in schema["paths"]
     assert "/api/runs/{run_id}/stream" in schema["paths"]
+
+
+def test_open_streams_hold_no_database_connection(processes: Processes, user: Any) -> None:
+    """Hundreds of followers must not hold hundreds of connections for as long as they follow.
+
+    Before: each stream kept the connection its authentication opened until it
+    ended; 200 followers on PostgreSQL got "too many clients", and with a pool
+    they drained it (and deadlocked on it). Here the web process's pool has 2
+    connections and 8 streams stay open while the API goes on answering.
+    """
+    from django.db import connection
+
+    if connection.vendor != "postgresql":
+        pytest.skip("connection pools are PostgreSQL's (the suite also runs on it)")
+    base = daphne_serve(
+        processes,
+        "daphne-small-pool",
+        env={
+            "AGENTSITE_DB_POOL": "true",
+            "AGENTSITE_DB_POOL_MAX": "2",
+            "AGENTSITE_DB_POOL_TIMEOUT_S": "3",
+        },
+    )
+    session = session_with(user, 1)
+    headers = bearer(user)
+    first_frames: list[int] = []
+    errors: list[str] = []
+    opened = threading.Barrier(9, timeout=30)
+    done = threading.Event()
+
+    def follow() -> None:
+        events = stream(base, f"/api/sessions/{session.id}/stream", headers)
+        try:
+            first_frames.append(next(events)["data"]["seq"])
+        except Exception as exc:
+            errors.append(repr(exc))
+        try:
+            opened.wait()
+            done.wait(30)  # the stream stays open meanwhile
+        except threading.BrokenBarrierError:
+            pass
+        finally:
+            events.close()
+
+    followers = [threading.Thread(target=follow) for _ in range(8)]
+    for thread in followers:
+        thread.start()
+    try:
+        opened.wait()
+        assert errors == [] and first_frames == [1] * 8
+        me = httpx.get(base + "/api/me", headers=headers, timeout=10)
+        assert me.status_code == 200
+    finally:
+        done.set()
+        for thread in followers:
+            thread.join(10)
