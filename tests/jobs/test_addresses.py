@@ -20,6 +20,13 @@ from jobs.addresses import AddressRefused, check_url
         "ftp://example.com/",
         "http:///nohost",
         "http://h:99999/",
+        "http://[1.1.1.1]/",  # brackets hold IPv6 only: malformed, not a 500
+        "http://[not-an-address]/",
+        "http://100.64.0.1/",  # shared address space (carrier NAT, some metadata services)
+        "http://[2002:7f00:1::1]/",  # 6to4 wrapping 127.0.0.1
+        "http://[2002:a00:1::1]/",  # 6to4 wrapping 10.0.0.1
+        "http://[fec0::1]/",  # site-local
+        "http://[2001:0:4136:e378:8000:63bf:f5ff:fffe]/",  # Teredo to a private client
     ],
 )
 @override_settings(AGENTSITE_ALLOWED_PRIVATE_HOSTS=[])

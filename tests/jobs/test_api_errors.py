@@ -69,8 +69,13 @@ def test_a_too_large_body_is_refused_with_413(api_client: Any) -> None:
 
 
 @override_settings(AGENTSITE_ALLOWED_PRIVATE_HOSTS=[])
-def test_a_callback_to_a_loopback_address_is_refused(api_client: Any) -> None:
-    response = start_job(api_client, "noop", callback_url="http://127.0.0.1:9/hook")
+@pytest.mark.parametrize(
+    "url", ["http://127.0.0.1:9/hook", "http://[1.1.1.1]/", "http://100.64.0.1/"]
+)
+def test_a_callback_to_a_malformed_or_internal_address_is_refused(
+    api_client: Any, url: str
+) -> None:
+    response = start_job(api_client, "noop", callback_url=url)
     assert response.status_code == 422
     assert error_of(response)["code"] == "callback_url_refused"
 
