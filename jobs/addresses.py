@@ -2,9 +2,10 @@
 
 Anything that resolves to an address that is not globally reachable (private,
 loopback, link-local, shared as in 100.64.0.0/10, site-local, multicast,
-reserved, unspecified, or a 6to4/Teredo/IPv4-mapped wrapper of one) is refused, unless its host is listed in
-``AGENTSITE_ALLOWED_PRIVATE_HOSTS``. Every address a name resolves to is
-checked, so a name with one public and one private record is refused.
+reserved, unspecified, or a 6to4/Teredo/IPv4-mapped wrapper of one) is
+refused, unless its host is listed in ``AGENTSITE_ALLOWED_PRIVATE_HOSTS``.
+Every address a name resolves to is checked, so a name with one public and one
+private record is refused.
 """
 
 from __future__ import annotations
