@@ -25,6 +25,7 @@ from typing import Any, Literal, TypeVar
 import anyio
 import mcp_types as types
 from channels.db import database_sync_to_async
+from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.lowlevel.server import NotificationOptions, Server
@@ -258,6 +259,9 @@ async def push_legacy_task_status(
 
 # --- tasks ------------------------------------------------------------------------------
 
+# Beyond the stop grace period: the forced stop and its record.
+CANCEL_SETTLE_S = 5.0
+
 
 async def tasks_get(ctx: Ctx, params: TaskIdParams) -> HandlerResult:
     owner = request_owner(ctx)
@@ -274,7 +278,15 @@ async def tasks_cancel(ctx: Ctx, params: TaskIdParams) -> HandlerResult:
         # Cooperative: an acknowledgement; tasks/get tells how the task really ended.
         await in_thread(calls.task_cancel, owner=owner, task_id=params.task_id)
         return {}
-    return await in_thread(calls.legacy_task_cancel, owner=owner, task_id=params.task_id)
+    # 2025-11-25: the receiver moves the task to cancelled before it answers. The
+    # tool stops cooperatively (or is stopped at the end of the grace period),
+    # so the answer waits for the job's real end, bounded, and tells it.
+    doc = await in_thread(calls.legacy_task_cancel, owner=owner, task_id=params.task_id)
+    if doc["status"] == "working":
+        with anyio.move_on_after(settings.AGENTSITE_JOB_STOP_GRACE_S + CANCEL_SETTLE_S):
+            job = await task_finished(owner=owner, task_id=params.task_id)
+            doc = mapping.legacy_task_doc(job)
+    return doc
 
 
 async def tasks_update(ctx: Ctx, params: TaskUpdateParams) -> HandlerResult:
