@@ -6,18 +6,22 @@ readable code, a sentence for people, and optional structured details.
 
 from __future__ import annotations
 
+import logging
 from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.core.exceptions import RequestDataTooBig
+from django.db import InterfaceError as DatabaseInterfaceError
+from django.db import OperationalError as DatabaseOperationalError
 from django.http import Http404, HttpRequest, HttpResponse
 from django.utils import timezone
 from ninja import NinjaAPI
 from ninja.errors import AuthenticationError, HttpError
 from ninja.errors import ValidationError as NinjaValidationError
 from ninja.security import HttpBearer, SessionAuth
+from redis.exceptions import RedisError
 
 from agentsite.models import ApiToken
 
@@ -41,6 +45,10 @@ def error_body(code: str, message: str, details: Any = None) -> dict[str, Any]:
 
 
 LAST_USED_RESOLUTION = timedelta(seconds=60)
+# What a client is told to wait after a 503 while Redis or the database is away.
+RETRY_AFTER_S = 5
+
+log = logging.getLogger(__name__)
 
 
 class BearerTokenAuth(HttpBearer):
@@ -136,6 +144,37 @@ def on_http_error(request: HttpRequest, exc: HttpError) -> HttpResponse:
     }
     code = codes.get(exc.status_code, "error")
     return api.create_response(request, error_body(code, str(exc)), status=exc.status_code)
+
+
+def unavailable(request: HttpRequest, what: str) -> HttpResponse:
+    body = error_body(
+        "unavailable",
+        f"The {what} is unavailable for a moment; nothing was lost. Retry after a few seconds.",
+        {"retry_after_s": RETRY_AFTER_S},
+    )
+    response = api.create_response(request, body, status=503)
+    response["Retry-After"] = str(RETRY_AFTER_S)
+    return response
+
+
+@api.exception_handler(RedisError)
+def on_redis_unavailable(request: HttpRequest, exc: RedisError) -> HttpResponse:
+    log.warning("Redis unavailable during %s %s: %r", request.method, request.path, exc)
+    return unavailable(request, "queue")
+
+
+@api.exception_handler(DatabaseOperationalError)
+@api.exception_handler(DatabaseInterfaceError)
+def on_database_unavailable(request: HttpRequest, exc: Exception) -> HttpResponse:
+    log.warning("database unavailable during %s %s: %r", request.method, request.path, exc)
+    return unavailable(request, "database")
+
+
+@api.exception_handler(Exception)
+def on_unexpected_error(request: HttpRequest, exc: Exception) -> HttpResponse:
+    log.error("unexpected error in %s %s", request.method, request.path, exc_info=exc)
+    body = error_body("internal_error", "The server failed to answer this request.")
+    return api.create_response(request, body, status=500)
 
 
 @api.get("/me", tags=["auth"], summary="Who the credentials belong to")

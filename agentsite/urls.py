@@ -7,6 +7,8 @@ from django.urls import include, path
 from agentsite.api import api
 from agentsite.health import healthz
 
+handler500 = "agentsite.errors.server_error"
+
 urlpatterns = [
     path("admin/", admin.site.urls),
     path("django-rq/", include("django_rq.urls")),
