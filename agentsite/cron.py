@@ -1,4 +1,4 @@
-"""RQ cron configuration, loaded by ``manage.py rqcron agentsite.cron``.
+"""RQ cron configuration, loaded by ``manage.py scheduler`` (or ``rqcron agentsite.cron``).
 
 Periodic housekeeping that must not depend on any one worker being alive:
 deadlines, abandoned jobs and runs, webhook retries, expiry.

@@ -102,7 +102,7 @@ class Stack:
         for _ in range(TURN_WORKERS - 1):  # scale-out comparisons only
             self.start(manage, *turn_args)
         self.start(manage, "rqworker", "tools", "default")
-        self.start(manage, "rqcron", "agentsite.cron")
+        self.start(manage, "scheduler")
         self.wait_healthy()
         return self
 
@@ -174,6 +174,9 @@ class User:
 
     async def chat(self) -> None:
         resp = await self.client.post(f"{self.url}/api/sessions", json={}, headers=self.headers)
+        if resp.status_code != 201:
+            self.level.errors.append(f"POST /api/sessions {resp.status_code}: {resp.text[:200]}")
+            return
         session_id = resp.json()["session_id"]
         ready = asyncio.Event()
         follower = asyncio.create_task(self.follow(session_id, ready))
@@ -228,8 +231,11 @@ async def run_level(stack: Stack, tokens: list[str], users: int) -> Level:
         people = [User(client, stack.url, tokens[i], level) for i in range(users)]
         pids = {"turn worker": stack.turn_worker.pid, "daphne": stack.web.pid}
         before = {name: cpu_s(pid) for name, pid in pids.items()}
+        client_before = time.process_time()
         await asyncio.gather(*(p.chat() for p in people))
         level.cpu = {name: cpu_s(pid) - before[name] for name, pid in pids.items()}
+        # The simulated users share the box: their own cost shows how much is left.
+        level.cpu["bench client"] = time.process_time() - client_before
         stop.set()
         await sampler
     return level

@@ -26,6 +26,7 @@ from django.conf import settings
 from django.db import connections, transaction
 from django.db.models.sql.subqueries import UpdateQuery
 from django.utils import timezone
+from redis.exceptions import RedisError
 
 from jobs.groups import cancel_key, job_group, owner_jobs_group
 from jobs.live import group_send, redis_connection
@@ -136,7 +137,7 @@ def job_queue(*, depends_on: Sequence[str] = (), **fields: Any) -> Job:
     job_publish(job, "job_queued")
     if ready:
         job_id, timeout_s = job.id, job.timeout_s
-        transaction.on_commit(lambda: rq_enqueue(job_id, timeout_s))
+        transaction.on_commit(lambda: rq_enqueue_or_leave(job_id, timeout_s))
         return job
     link = Job.depends_on.through
     link.objects.bulk_create([link(from_job_id=job.id, to_job_id=dep) for dep in depends_on])
@@ -161,6 +162,24 @@ def job_start(*, job_id: str, worker_name: str = "", timeout_s: float | None = N
         heartbeat_at=now,
         deadline=now + timedelta(seconds=timeout_s or 0),
         worker_name=worker_name[:200],
+    )
+
+
+def job_return_unstarted(*, job_id: str) -> Job:
+    """A started job whose tool never ran (its horse failed before it): queued again.
+
+    Its ``enqueued_at`` is cleared, so the sweep hands it to RQ at its next pass.
+    """
+    return _transition(
+        job_id,
+        sources=[S.RUNNING],
+        target=S.QUEUED,
+        event="job_queued",
+        started_at=None,
+        heartbeat_at=None,
+        deadline=None,
+        worker_name="",
+        enqueued_at=None,
     )
 
 
@@ -259,8 +278,30 @@ def job_enqueue(*, job_id: str, timeout_s: float) -> bool:
     )
     if handed != 1:
         return False
-    transaction.on_commit(lambda: rq_enqueue(job_id, timeout_s))
+    transaction.on_commit(lambda: rq_enqueue_or_leave(job_id, timeout_s))
     return True
+
+
+def rq_enqueue_or_leave(job_id: str, timeout_s: float) -> None:
+    """Enqueue after the commit; with Redis away the job stays ``queued`` in the database.
+
+    Its ``enqueued_at`` is cleared again (it was not handed over), so the sweep's
+    ``waiting_jobs_release`` hands it to RQ at its first pass once Redis answers:
+    accepting a job never depends on Redis being up.
+    """
+    try:
+        rq_enqueue(job_id, timeout_s)
+    except RedisError as exc:
+        log.warning("job %s kept queued: RQ unreachable (%r); the sweep hands it over", job_id, exc)
+        job_handover_lost(job_id=job_id)
+
+
+def job_handover_lost(*, job_id: str) -> None:
+    """A queued job RQ never got (or lost before a worker started it): not handed over.
+
+    ``waiting_jobs_release`` enqueues it again at the sweep's next pass.
+    """
+    Job.objects.filter(id=job_id, status=S.QUEUED).update(enqueued_at=None)
 
 
 def rq_enqueue(job_id: str, timeout_s: float) -> None:

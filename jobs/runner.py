@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import pickle
 import threading
 import time
 from datetime import datetime, timedelta
@@ -64,6 +65,43 @@ STARTED_BY_WORKER: dict[str, Job | None] = {}
 FINISHING_TRANSITIONS = {"job_succeed", "job_fail", "job_cancel", "job_time_out"}
 
 
+# Under JobWorker: a private file, named by the worker before it forks this
+# horse, where the horse leaves its outcome as well as returning it to RQ. The
+# worker records the end from it, so a Redis outage while the tool runs costs
+# the RQ bookkeeping, never the result.
+OUTCOME_FILE: str | None = None
+
+
+# What the file holds once the horse has begun the job, before any outcome.
+BEGUN = {"begun": True}
+
+
+def outcome_leave(outcome: dict[str, Any] | None) -> None:
+    if OUTCOME_FILE is not None:
+        with open(OUTCOME_FILE, "wb") as f:
+            pickle.dump(outcome, f)
+
+
+def outcome_take(path: str) -> tuple[str, dict[str, Any] | None]:
+    """What the horse left: ``("outcome", it)``, ``("begun", None)`` if it began the
+    job and left no outcome (it died), ``("nothing", None)`` if it never began the
+    job (RQ's set-up in the horse failed). Removes the file."""
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+        if not data:
+            return "nothing", None
+        left = pickle.loads(data)
+        return ("begun", None) if left == BEGUN else ("outcome", left)
+    except (OSError, pickle.UnpicklingError, EOFError):
+        return "begun", None
+    finally:
+        try:
+            os.unlink(path)
+        except OSError:
+            pass
+
+
 def run_job(job_id: str) -> dict[str, Any] | None:
     """RQ entry point on queue ``tools`` (the RQ job id is ``job_id``).
 
@@ -73,9 +111,17 @@ def run_job(job_id: str) -> dict[str, Any] | None:
     runs. Under any other worker the horse records both itself.
     """
     connections_detach_inherited()
+    outcome_leave(BEGUN)
+    parent = os.getppid()
     try:
         execution = JobExecution(job_id)
         execution.run()
+        outcome_leave(execution.outcome)
+        if OUTCOME_FILE is not None and os.getppid() != parent:
+            # The worker that forked this horse is gone (killed on its own): nobody
+            # will read the outcome, so the horse records the end itself.
+            log.warning("job %s: its worker is gone; recording the outcome here", job_id)
+            job_finish_in_worker(job_id=job_id, outcome=execution.outcome, horse_status="finished")
         return execution.outcome
     finally:
         connections.close_all()
@@ -91,6 +137,16 @@ def job_start_in_worker(*, job_id: str, worker_name: str, timeout_s: float | Non
     except (JobTransitionError, Job.DoesNotExist) as exc:
         log.info("job %s not started: %s", job_id, exc)
         STARTED_BY_WORKER[job_id] = None
+
+
+def job_return_unstarted_in_worker(*, job_id: str) -> None:
+    """In the worker process: the horse never began the job it started; queue it again."""
+    if STARTED_BY_WORKER.pop(job_id, None) is None:
+        return
+    try:
+        lifecycle.job_return_unstarted(job_id=job_id)
+    except JobTransitionError as exc:
+        log.info("job %s not returned to the queue: %s", job_id, exc)
 
 
 def job_finish_in_worker(*, job_id: str, outcome: Any, horse_status: str) -> None:

@@ -11,18 +11,28 @@ this process holds no database connection.
 from __future__ import annotations
 
 import logging
+import os
+import tempfile
+import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
+import redis
 from django.db import DatabaseError, connections
 from rq import Queue, Worker
+from rq.exceptions import StopRequested
 from rq.job import Job as RqJob
+from rq.worker import BaseWorker
 
-from jobs import runner
+from jobs import lifecycle, runner
 
 log = logging.getLogger(__name__)
 
 RUN_JOB = "jobs.runner.run_job"
+
+REDIS_DOWN = (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError)
+OUTAGE_BACKOFF_MAX_S = 10.0
+T = TypeVar("T")
 
 
 def with_reconnect(action: Callable[[], Any]) -> Any:
@@ -34,8 +44,86 @@ def with_reconnect(action: Callable[[], Any]) -> Any:
         return action()
 
 
-class JobWorker(Worker):
+class RidesOutRedis(BaseWorker):
+    """A worker whose main process outlives a Redis outage of any length.
+
+    RQ's loop quits on the first Redis error outside its dequeue ("found an
+    unhandled exception, quitting"). Here each of the loop's Redis steps waits
+    for Redis with backoff instead. Every heartbeat checks that Redis still
+    lists the worker and registers it again if not (Redis came back empty, or
+    was flushed), so ``/healthz`` and the dashboards see it at once. Heartbeats
+    of running jobs are bookkeeping: a failed one is skipped, the job goes on.
+    """
+
+    def _through_outage(self, step: Callable[[], T]) -> T:
+        wait = 0.5
+        while True:
+            try:
+                return step()
+            except REDIS_DOWN as exc:
+                if self._stop_requested:
+                    raise StopRequested() from exc
+                self.log.warning(
+                    "Worker %s: Redis unreachable (%s); retrying in %.1fs", self.name, exc, wait
+                )
+                time.sleep(wait)
+                wait = min(wait * 2, OUTAGE_BACKOFF_MAX_S)
+
+    def _register_again_if_forgotten(self) -> None:
+        if self.is_horse or self._stop_requested:
+            return
+        if not self.connection.sismember(self.redis_workers_keys, self.key):
+            self.connection.delete(self.key)
+            self.register_birth()
+            self.log.info("Worker %s: Redis had forgotten this worker; registered again", self.name)
+
+    def heartbeat(self, timeout: int | None = None, pipeline: Any = None) -> None:
+        if pipeline is not None:  # part of a bigger write, whose caller handles errors
+            super().heartbeat(timeout, pipeline)
+            return
+
+        def beat() -> None:
+            super(RidesOutRedis, self).heartbeat(timeout)
+            self._register_again_if_forgotten()
+
+        self._through_outage(beat)
+
+    def check_for_suspension(self, burst: bool) -> None:
+        self._through_outage(lambda: super(RidesOutRedis, self).check_for_suspension(burst))
+
+    def run_maintenance_tasks(self) -> None:
+        self._through_outage(lambda: super(RidesOutRedis, self).run_maintenance_tasks())
+
+    def dequeue_job_and_maintain_ttl(
+        self, timeout: int | None, max_idle_time: int | None = None
+    ) -> tuple[RqJob, Queue] | None:
+        return self._through_outage(
+            lambda: super(RidesOutRedis, self).dequeue_job_and_maintain_ttl(timeout, max_idle_time)
+        )
+
+    def maintain_heartbeats(self, job: RqJob, execution: Any) -> None:
+        try:
+            super().maintain_heartbeats(job, execution)
+        except REDIS_DOWN as exc:
+            self.log.warning("Worker %s: heartbeat of job %s skipped (%s)", self.name, job.id, exc)
+
+    def teardown(self) -> None:
+        try:
+            super().teardown()
+        except REDIS_DOWN as exc:  # stopping during an outage: Redis drops us by TTL
+            self.log.warning("Worker %s: could not register its end (%s)", self.name, exc)
+
+
+class JobWorker(RidesOutRedis, Worker):
     def execute_job(self, job: RqJob, queue: Queue) -> None:
+        try:
+            self._execute_job(job, queue)
+        except REDIS_DOWN as exc:
+            # The job's end is recorded in the database (``job_finish_in_worker``)
+            # whatever RQ could or could not be told; the worker goes on.
+            log.warning("Worker %s: Redis went away around job %s (%s)", self.name, job.id, exc)
+
+    def _execute_job(self, job: RqJob, queue: Queue) -> None:
         if job.func_name != RUN_JOB or len(job.args) != 1:
             # Other tasks do not know to leave an inherited connection alone: fork
             # them without one (the next tool job reconnects).
@@ -43,23 +131,60 @@ class JobWorker(Worker):
             super().execute_job(job, queue)
             return
         job_id = str(job.args[0])
-        timeout_s = job.meta.get("timeout_s")
-        with_reconnect(
-            lambda: runner.job_start_in_worker(
-                job_id=job_id, worker_name=self.name, timeout_s=timeout_s
-            )
-        )
+        runner.STARTED_BY_WORKER.clear()
+        fd, outcome_file = tempfile.mkstemp(prefix=f"agentsite-{job_id}-")
+        os.close(fd)
+        runner.OUTCOME_FILE = outcome_file  # the horse inherits it
         try:
             super().execute_job(job, queue)
         finally:
-            try:
-                status = job.get_status(refresh=True).value
-                outcome = job.return_value(refresh=True) if status == "finished" else None
-            except Exception:  # the RQ job expired or Redis went away: no outcome
-                log.warning("no outcome for job %s", job_id, exc_info=True)
-                status, outcome = "unknown", None
+            runner.OUTCOME_FILE = None
+            left, outcome = runner.outcome_take(outcome_file)
+            if left == "nothing":
+                # The horse failed before the tool ran (Redis went away under RQ's
+                # set-up): nothing happened, so the job goes back to the queue.
+                with_reconnect(lambda: runner.job_return_unstarted_in_worker(job_id=job_id))
+            else:
+                status = "finished" if left == "outcome" else self._rq_status(job)
+                if left != "outcome" and status == "finished":
+                    outcome = self._rq_outcome(job)
+                with_reconnect(
+                    lambda: runner.job_finish_in_worker(
+                        job_id=job_id, outcome=outcome, horse_status=status
+                    )
+                )
+
+    def prepare_execution(self, job: RqJob) -> Any:
+        """RQ's bookkeeping first, then the job's start in the database.
+
+        If Redis goes away in between dequeue and fork, the job was never
+        started: it stays ``queued`` and the sweep hands it over again.
+        """
+        try:
+            execution = super().prepare_execution(job)
+        except REDIS_DOWN:
+            if job.func_name == RUN_JOB and len(job.args) == 1:
+                with_reconnect(lambda: lifecycle.job_handover_lost(job_id=str(job.args[0])))
+            raise
+        if job.func_name == RUN_JOB and len(job.args) == 1:
+            job_id, timeout_s = str(job.args[0]), job.meta.get("timeout_s")
             with_reconnect(
-                lambda: runner.job_finish_in_worker(
-                    job_id=job_id, outcome=outcome, horse_status=status
+                lambda: runner.job_start_in_worker(
+                    job_id=job_id, worker_name=self.name, timeout_s=timeout_s
                 )
             )
+        return execution
+
+    def _rq_status(self, job: RqJob) -> str:
+        try:
+            return str(job.get_status(refresh=True).value)
+        except Exception:  # the RQ job expired or Redis went away
+            log.warning("no RQ status for job %s", job.id, exc_info=True)
+            return "unknown"
+
+    def _rq_outcome(self, job: RqJob) -> Any:
+        try:
+            return job.return_value(refresh=True)
+        except Exception:
+            log.warning("no RQ result for job %s", job.id, exc_info=True)
+            return None

@@ -38,8 +38,10 @@ log = logging.getLogger(__name__)
 
 # A running run whose worker has not beaten for this long is presumed lost.
 RUN_STALE_AFTER_S = float(settings.AGENTSITE_RUN_STALE_S)
-# A queued run that RQ has not started for this long is handed to RQ again.
-RUN_REQUEUE_AFTER_S = 60.0
+# A queued run that RQ does not know after this long (its enqueue failed while
+# Redis was away, or Redis lost its data) is handed to RQ again. Only the moment
+# between a commit and its enqueue is raced, so this can be short.
+RUN_REQUEUE_AFTER_S = 10.0
 # Turn workers beat all their runs in one statement this often.
 HEARTBEAT_EVERY_S = 2.0
 

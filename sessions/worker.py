@@ -35,6 +35,7 @@ from rq.job import Job as RqJob
 from rq.timeouts import TimerDeathPenalty
 from rq.worker import SimpleWorker
 
+from jobs.worker import REDIS_DOWN, RidesOutRedis
 from sessions.loop import HANDED_BACK
 from sessions.runs import run_enqueue
 from sessions.runtime import TurnRuntime, TurnThread
@@ -46,7 +47,7 @@ RUN_TURN = "sessions.tasks.run_turn"
 RQ_BEAT_S = 30.0
 
 
-class TurnWorker(SimpleWorker):
+class TurnWorker(RidesOutRedis, SimpleWorker):
     # Housekeeping jobs run in threads, where SIGALRM cannot reach them.
     death_penalty_class = TimerDeathPenalty
 
@@ -98,6 +99,12 @@ class TurnWorker(SimpleWorker):
                 self.prepare_job_execution(
                     job, remove_from_intermediate_queue=len(self.queues) == 1
                 )
+        except REDIS_DOWN as exc:
+            # Dequeued, then Redis went away: the run is still queued in the
+            # database, and the reaper hands it to RQ again once Redis is back.
+            self.slots.release()
+            log.warning("Worker %s: could not start job %s (%s)", self.name, job.id, exc)
+            return
         except BaseException:
             self.slots.release()
             raise

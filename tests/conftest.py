@@ -253,7 +253,7 @@ def rq_workers(processes: Processes) -> Processes:
 @pytest.fixture(scope="session")
 def rq_scheduler(processes: Processes) -> Processes:
     """RQ's cron scheduler running agentsite's periodic tasks."""
-    processes.start("scheduler", "rqcron", "agentsite.cron")
+    processes.start("scheduler", "scheduler")
     return processes
 
 

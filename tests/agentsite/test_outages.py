@@ -1,0 +1,263 @@
+"""Outages cost nothing: the API and every process while Redis or the database is away.
+
+The Redis tests run against a Redis server of the test's own, which they kill
+and start again empty, as an operator saw happen: a real web server, real
+workers and the real scheduler.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from agentsite.embedded_redis import free_port, redis_server_command, wait_for_redis
+from jobs.models import Job
+from sessions.models import Run
+from sessions.worker import TURN_WORKER_ARGS
+from tests.conftest import Processes, api_client_for, wait_until
+from tests.sessions.test_stream_clients import daphne_serve
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+class OwnRedis:
+    """A redis-server on a fixed port that can be killed and started again, empty."""
+
+    def __init__(self, data_dir: Path) -> None:
+        self.port = free_port()
+        self.data_dir = data_dir
+        self.url = f"redis://127.0.0.1:{self.port}/0"
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        self.process = subprocess.Popen(
+            redis_server_command(self.port, self.data_dir),
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.STDOUT,
+        )
+        wait_for_redis(self.url)
+
+    def kill(self) -> None:
+        if self.process is not None:
+            self.process.kill()
+            self.process.wait()
+            self.process = None
+
+
+@pytest.fixture
+def own_redis(tmp_path: Path) -> Iterator[OwnRedis]:
+    server = OwnRedis(tmp_path)
+    server.start()
+    yield server
+    server.kill()
+
+
+def headers_for(user: Any) -> dict[str, str]:
+    return {"Authorization": f"Bearer {api_client_for(user).raw_token}"}  # type: ignore[attr-defined]
+
+
+def test_work_accepted_while_redis_is_down_runs_once_it_is_back(
+    processes: Processes, own_redis: OwnRedis, user: Any
+) -> None:
+    env = {"REDIS_URL": own_redis.url, "AGENTSITE_REDIS_PREFIX": f"outage-{uuid.uuid4().hex}"}
+    base = daphne_serve(processes, "daphne-outage", env=env)
+    headers = headers_for(user)
+    session = httpx.post(f"{base}/api/sessions", json={}, headers=headers, timeout=10).json()
+
+    own_redis.kill()
+    # Before: "Server Error (500)" as an HTML page, and the job was not handed over.
+    job = httpx.post(
+        f"{base}/api/jobs",
+        json={"tool": "noop", "args": {}},
+        headers={**headers, "Idempotency-Key": "during-outage"},
+        timeout=10,
+    )
+    assert job.status_code == 202, job.text
+    job_id = job.json()["job_id"]
+    message = httpx.post(
+        f"{base}/api/sessions/{session['session_id']}/messages",
+        json={"text": "hello while redis is down"},
+        headers=headers,
+        timeout=10,
+    )
+    assert message.status_code == 202, message.text
+    run_id = message.json()["run_id"]
+    assert Job.objects.get(pk=job_id).status == Job.Status.QUEUED
+    assert Run.objects.get(pk=run_id).status == Run.Status.QUEUED
+
+    own_redis.start()  # empty: it knows nothing of either
+    workers = [
+        processes.start("outage-tools", "rqworker", "tools", "default", env=env),
+        processes.start("outage-turns", *TURN_WORKER_ARGS, env=env),
+        processes.start("outage-scheduler", "scheduler", env=env),
+    ]
+    try:
+        done = wait_until(
+            lambda: Job.objects.filter(pk=job_id, status__in=Job.TERMINAL).first(), timeout=60
+        )
+        assert done.status == Job.Status.DONE
+        finished = wait_until(
+            lambda: Run.objects.filter(pk=run_id, status__in=Run.TERMINAL).first(), timeout=60
+        )
+        assert finished.status == Run.Status.COMPLETED
+        # And the web process, which never restarted, talks to the new Redis.
+        again = httpx.post(
+            f"{base}/api/jobs",
+            json={"tool": "noop", "args": {}},
+            headers={**headers, "Idempotency-Key": "after-outage"},
+            timeout=10,
+        )
+        assert again.status_code == 202, again.text
+        assert wait_until(
+            lambda: Job.objects.filter(pk=again.json()["job_id"], status=Job.Status.DONE).exists(),
+            timeout=30,
+        )
+    finally:
+        for proc in workers:
+            processes.stop(proc)
+
+
+def test_unexpected_errors_answer_in_the_api_error_format(rf: Any) -> None:
+    """An error no handler expected is a JSON 500 with a code, never Django's HTML page:
+    inside an API operation, and around one (middleware, routing)."""
+    from agentsite.api import on_unexpected_error
+    from agentsite.errors import server_error
+
+    inside = on_unexpected_error(rf.get("/api/jobs"), RuntimeError("boom"))
+    around = server_error(rf.get("/api/jobs"))
+    for response in (inside, around):
+        assert response.status_code == 500
+        assert response["Content-Type"].startswith("application/json")
+        assert json.loads(response.content)["error"]["code"] == "internal_error"
+    assert b"boom" not in inside.content  # no internals leak to the client
+    page = server_error(rf.get("/sessions/"))
+    assert page.status_code == 500 and page["Content-Type"].startswith("text/html")
+
+
+def test_every_process_rides_out_redis_dying_and_coming_back_empty(
+    processes: Processes, own_redis: OwnRedis, user: Any
+) -> None:
+    """Before: both tool workers and the scheduler exited; /healthz stayed 503 for good."""
+    env = {"REDIS_URL": own_redis.url, "AGENTSITE_REDIS_PREFIX": f"outage-{uuid.uuid4().hex}"}
+    base = daphne_serve(processes, "daphne-rides-out", env=env)
+    stack = [
+        processes.start("rides-out-tools", "rqworker", "tools", "default", env=env),
+        processes.start("rides-out-turns", *TURN_WORKER_ARGS, env=env),
+        processes.start("rides-out-scheduler", "scheduler", env=env),
+    ]
+    headers = headers_for(user)
+
+    def healthy() -> bool:
+        return httpx.get(f"{base}/healthz", timeout=5).status_code == 200
+
+    try:
+        assert wait_until(healthy, timeout=30)
+        before = [
+            httpx.post(
+                f"{base}/api/jobs",
+                json={"tool": "noop", "args": {}},
+                headers={**headers, "Idempotency-Key": f"before-{i}"},
+                timeout=10,
+            ).json()["job_id"]
+            for i in range(5)
+        ]
+        own_redis.kill()
+        time.sleep(4)
+        assert [proc.poll() for proc in stack] == [None, None, None]
+        assert httpx.get(f"{base}/healthz", timeout=5).status_code == 503
+        own_redis.start()  # empty
+        restarted = time.monotonic()
+        assert wait_until(healthy, timeout=10), "healthz not back within 10 s"
+        assert time.monotonic() - restarted <= 10
+        assert [proc.poll() for proc in stack] == [None, None, None]
+
+        # Every job accepted before the outage reaches a truthful end: the ones Redis
+        # forgot are handed over again by the sweep.
+        ended = wait_until(
+            lambda: Job.objects.filter(pk__in=before, status__in=Job.TERMINAL).count() == 5,
+            timeout=60,
+        )
+        assert ended
+        outcomes = Job.objects.filter(pk__in=before).values_list(
+            "status", "error_code", "error_message"
+        )
+        assert {o[0] for o in outcomes} == {Job.Status.DONE}, list(outcomes)
+        # New work goes through every process.
+        session = httpx.post(f"{base}/api/sessions", json={}, headers=headers, timeout=10).json()
+        reply = httpx.post(
+            f"{base}/api/sessions/{session['session_id']}/messages",
+            json={"text": "hello again"},
+            headers=headers,
+            timeout=10,
+        )
+        assert reply.status_code == 202, reply.text
+        run = wait_until(
+            lambda: Run.objects.filter(pk=reply.json()["run_id"], status__in=Run.TERMINAL).first(),
+            timeout=30,
+        )
+        assert run.status == Run.Status.COMPLETED
+    finally:
+        for proc in stack:
+            processes.stop(proc)
+
+
+def test_the_database_being_away_is_a_503_with_retry_after(api_client: Any) -> None:
+    from django.db import connection
+
+    original = dict(connection.settings_dict)
+    connection.close()
+    if connection.vendor == "sqlite":
+        connection.settings_dict["NAME"] = "/nonexistent-directory/agentsite.sqlite3"
+    else:
+        connection.settings_dict["PORT"] = str(free_port())  # nothing listens there
+    try:
+        response = api_client.get("/api/jobs")
+    finally:
+        connection.close()
+        connection.settings_dict.update(original)
+    assert response.status_code == 503
+    assert response["Retry-After"] == "5"
+    assert response.json()["error"]["code"] == "unavailable"
+
+
+def test_a_tool_whose_worker_alone_is_killed_still_records_its_result(
+    processes: Processes, own_redis: OwnRedis, user: Any
+) -> None:
+    """Before: the horse went on with the tool, and its result was thrown away (worker_lost)."""
+    from tests.jobs.test_worker_lost import children_of
+
+    env = {"REDIS_URL": own_redis.url, "AGENTSITE_REDIS_PREFIX": f"orphan-{uuid.uuid4().hex}"}
+    base = daphne_serve(processes, "daphne-orphan", env=env)
+    worker = processes.start("orphan-tools", "rqworker", "tools", "default", env=env)
+    scheduler = processes.start("orphan-scheduler", "scheduler", env=env)
+    try:
+        created = httpx.post(
+            f"{base}/api/jobs",
+            json={"tool": "sleepy", "args": {"seconds": 3, "steps": 30}},
+            headers={**headers_for(user), "Idempotency-Key": "orphaned"},
+            timeout=10,
+        )
+        assert created.status_code == 202, created.text
+        job_id = created.json()["job_id"]
+        wait_until(lambda: Job.objects.filter(pk=job_id, status=Job.Status.RUNNING).exists())
+        horses = wait_until(lambda: children_of(worker.pid))
+        worker.kill()  # the worker's main process only; its horse runs on
+        worker.wait()
+        assert all(Path(f"/proc/{pid}").exists() for pid in horses)
+
+        job = wait_until(
+            lambda: Job.objects.filter(pk=job_id, status__in=Job.TERMINAL).first(), timeout=30
+        )
+        assert (job.status, job.error_code) == (Job.Status.DONE, "")
+        assert job.result is not None
+    finally:
+        processes.stop(scheduler)
+        processes.stop(worker)
