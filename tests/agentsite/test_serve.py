@@ -41,8 +41,33 @@ def alive(pid: int) -> bool:
     return state != "Z"
 
 
+def worker_pid(root: int, needle: str, *, missing_ok: bool = False) -> int | None:
+    """The pid among ``root``'s descendants whose command line contains ``needle``
+    (the worker's main process: the one whose parent is not such a process)."""
+    matches = []
+    for pid in descendants(root):
+        try:
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except OSError:
+            continue
+        if needle in cmdline and alive(pid):
+            matches.append(pid)
+    mains = [pid for pid in matches if parent_of(pid) not in matches]
+    if not mains and missing_ok:
+        return None
+    assert len(mains) == 1, mains
+    return mains[0]
+
+
+def parent_of(pid: int) -> int:
+    try:
+        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+    except OSError:
+        return 0
+
+
 @pytest.mark.timeout(180)
-def test_serve_runs_every_process_and_ctrl_c_stops_them_all(tmp_path: Path) -> None:
+def test_serve_runs_all_restarts_a_dead_one_and_ctrl_c_stops_them_all(tmp_path: Path) -> None:
     port = free_port()
     env = {k: v for k, v in os.environ.items() if k not in {"REDIS_URL", "DATABASE_URL"}}
     env.update(
@@ -81,6 +106,29 @@ def test_serve_runs_every_process_and_ctrl_c_stops_them_all(tmp_path: Path) -> N
 
         login = httpx.get(f"http://127.0.0.1:{port}/login/", timeout=5)
         assert login.status_code == 200 and "Log in" in login.text
+
+        # A child that dies is started again; the rest keep running. (Before: the
+        # whole app stopped when one child exited.)
+        tool_worker = worker_pid(proc.pid, "rqworker tools")
+        assert tool_worker is not None
+        os.kill(tool_worker, signal.SIGKILL)
+        deadline = time.monotonic() + 30
+        replacement = None
+        while time.monotonic() < deadline and replacement is None:
+            time.sleep(0.3)
+            found = worker_pid(proc.pid, "rqworker tools", missing_ok=True)
+            replacement = found if found not in (None, tool_worker) else None
+        output = (tmp_path / "serve.log").read_text()
+        assert replacement is not None, output
+        assert "tools1 exited with code -9; starting it again in 1s" in output
+        assert proc.poll() is None
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            health = httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=2)
+            if health.status_code == 200 and health.json()["workers"]["tools"]["ok"]:
+                break
+            time.sleep(0.5)
+        assert health.status_code == 200, health.text
 
         started = descendants(proc.pid)
         assert len(started) >= 5

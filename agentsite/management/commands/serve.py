@@ -1,8 +1,11 @@
 """Run the whole stack in one terminal: Redis (when needed), web, workers, scheduler.
 
-Each process's output is prefixed with its name. Ctrl-C (or SIGTERM) stops
-them all: SIGTERM to each process group, then SIGKILL after a grace period,
-so nothing is left behind.
+Each process's output is prefixed with its name. A process that exits is
+started again after a backoff (1 s, doubling up to 30 s), so a crash or an
+outage underneath costs that process a restart, not the whole app; only a
+process that keeps failing (``GIVE_UP_AFTER`` exits within ``GIVE_UP_WINDOW_S``)
+stops everything. Ctrl-C (or SIGTERM) stops them all: SIGTERM to each process
+group, then SIGKILL after a grace period, so nothing is left behind.
 """
 
 from __future__ import annotations
@@ -27,6 +30,9 @@ COLORS = ["\033[36m", "\033[35m", "\033[33m", "\033[32m", "\033[34m"]
 RESET = "\033[0m"
 # Long enough for a turn worker to let its turns finish and hand back the rest.
 GRACE_S = settings.AGENTSITE_TURN_STOP_GRACE_S + 10.0
+RESTART_BACKOFF_S = (1.0, 30.0)
+GIVE_UP_AFTER = 5
+GIVE_UP_WINDOW_S = 60.0
 
 
 @dataclass
@@ -36,6 +42,9 @@ class Child:
     process: subprocess.Popen[bytes] | None = None
     color: str = ""
     threads: list[threading.Thread] = field(default_factory=list)
+    env: dict[str, str] = field(default_factory=dict)
+    exits: list[float] = field(default_factory=list)
+    restart_at: float | None = None
 
 
 class Command(BaseCommand):
@@ -107,13 +116,18 @@ class Command(BaseCommand):
             self.spawn(
                 Child(f"tools{i + 1}", [python, manage, "rqworker", "tools", "default"]), env
             )
-        self.spawn(Child("cron", [python, manage, "rqcron", "agentsite.cron"]), env)
+        self.spawn(Child("cron", [python, manage, "scheduler"]), env)
 
     def spawn(self, child: Child, env: dict[str, str]) -> None:
         child.color = COLORS[len(self.children) % len(COLORS)]
+        child.env = env
+        self.launch(child)
+        self.children.append(child)
+
+    def launch(self, child: Child) -> None:
         child.process = subprocess.Popen(
             child.argv,
-            env={**env, "PYTHONUNBUFFERED": "1"},
+            env={**child.env, "PYTHONUNBUFFERED": "1"},
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             start_new_session=True,  # its own process group, so stop_all reaches grandchildren
@@ -122,7 +136,6 @@ class Command(BaseCommand):
         thread = threading.Thread(target=self.pump, args=(child, child.process.stdout), daemon=True)
         thread.start()
         child.threads.append(thread)
-        self.children.append(child)
 
     def pump(self, child: Child, stream: IO[bytes]) -> None:
         width = max(len(c.name) for c in [*self.children, child])
@@ -146,12 +159,35 @@ class Command(BaseCommand):
                 self.say("the parent process exited; stopping everything")
                 return
             for child in self.children:
-                assert child.process is not None
-                code = child.process.poll()
-                if code is not None and not self.stopping:
-                    self.say(f"{child.name} exited with code {code}; stopping everything")
+                if not self.supervise(child):
                     return
             time.sleep(0.3)
+
+    def supervise(self, child: Child) -> bool:
+        """Restart ``child`` after a backoff if it exited; False when it keeps failing."""
+        assert child.process is not None
+        now = time.monotonic()
+        if child.restart_at is not None:
+            if now >= child.restart_at and not self.stopping:
+                child.restart_at = None
+                self.launch(child)
+                self.say(f"{child.name} started again")
+            return True
+        code = child.process.poll()
+        if code is None or self.stopping:
+            return True
+        child.exits = [t for t in child.exits if now - t < GIVE_UP_WINDOW_S] + [now]
+        if len(child.exits) >= GIVE_UP_AFTER:
+            self.say(
+                f"{child.name} exited {len(child.exits)} times in {GIVE_UP_WINDOW_S:.0f}s "
+                f"(last code {code}); stopping everything"
+            )
+            return False
+        first, most = RESTART_BACKOFF_S
+        delay = min(most, first * 2 ** (len(child.exits) - 1))
+        self.say(f"{child.name} exited with code {code}; starting it again in {delay:.0f}s")
+        child.restart_at = now + delay
+        return True
 
     def on_signal(self, signum: int, frame: object) -> None:
         self.stopping = True
