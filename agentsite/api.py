@@ -17,7 +17,7 @@ from django.db import InterfaceError as DatabaseInterfaceError
 from django.db import OperationalError as DatabaseOperationalError
 from django.http import Http404, HttpRequest, HttpResponse
 from django.utils import timezone
-from ninja import NinjaAPI
+from ninja import NinjaAPI, Schema
 from ninja.errors import AuthenticationError, HttpError
 from ninja.errors import ValidationError as NinjaValidationError
 from ninja.security import HttpBearer, SessionAuth
@@ -35,6 +35,28 @@ class ApiError(Exception):
         self.code = code
         self.message = message
         self.details = details
+
+
+class ErrorDetail(Schema):
+    code: str
+    message: str
+    details: Any = None
+
+
+class ErrorBody(Schema):
+    """Every error answer: ``{"error": {"code", "message", "details"?}}``."""
+
+    error: ErrorDetail
+
+
+# Every operation can answer these: no or a bad token (401), a failure nobody
+# expected (500), Redis or the database away for a moment (503).
+ALWAYS = (401, 500, 503)
+
+
+def errors(*codes: int) -> dict[int, type[ErrorBody]]:
+    """The documented error answers of an operation: ``codes`` plus ``ALWAYS``."""
+    return {code: ErrorBody for code in sorted({*codes, *ALWAYS})}
 
 
 def error_body(code: str, message: str, details: Any = None) -> dict[str, Any]:
@@ -177,7 +199,9 @@ def on_unexpected_error(request: HttpRequest, exc: Exception) -> HttpResponse:
     return api.create_response(request, body, status=500)
 
 
-@api.get("/me", tags=["auth"], summary="Who the credentials belong to")
+@api.get(
+    "/me", response={200: dict, **errors()}, tags=["auth"], summary="Who the credentials belong to"
+)
 def me(request: HttpRequest) -> dict[str, Any]:
     user = request_user(request)
     return {"username": user.get_username()}

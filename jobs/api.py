@@ -12,7 +12,7 @@ from django.http import HttpRequest, HttpResponse
 from ninja import Field, Header, Query, Router, Schema
 from ninja.responses import Status
 
-from agentsite.api import ApiError, request_user
+from agentsite.api import ApiError, errors, request_user
 from jobs import lifecycle, services, webhooks
 from jobs.models import Job
 
@@ -75,15 +75,11 @@ class JobPage(Schema):
     offset: int
 
 
-class ErrorBody(Schema):
-    error: dict[str, Any]
-
-
 class WebhookSecretDoc(Schema):
     secret: str
 
 
-ERRORS: dict[int, Any] = {code: ErrorBody for code in (400, 401, 404, 409, 413, 422)}
+ERRORS = errors(400, 404, 409, 413, 422)
 
 
 @router.post(

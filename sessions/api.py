@@ -15,7 +15,7 @@ from ninja import Query, Router, Schema
 from ninja.responses import Status
 from pydantic import Field
 
-from agentsite.api import ApiError, request_user
+from agentsite.api import ApiError, errors, request_user
 from sessions.models import AgentSession, Event, Run
 from sessions.runs import run_request_cancel
 from sessions.services import (
@@ -83,7 +83,7 @@ def token_api_error(exc: BadToken | ForeignToken) -> ApiError:
     return ApiError(400, "bad_token", str(exc) or "The continuation token is not valid.")
 
 
-@router.post("/sessions", response={201: dict}, summary="Create a session")
+@router.post("/sessions", response={201: dict, **errors(400, 413, 422)}, summary="Create a session")
 def create_session(request: HttpRequest, body: SessionIn) -> Status[dict[str, Any]]:
     model = body.model.strip()
     if model and model not in MODEL_NAMES and not model.startswith("claude"):
@@ -102,17 +102,21 @@ def create_session(request: HttpRequest, body: SessionIn) -> Status[dict[str, An
     return Status(201, session_doc(session))
 
 
-@router.get("/sessions", summary="List your sessions")
+@router.get("/sessions", response={200: dict, **errors()}, summary="List your sessions")
 def list_sessions(request: HttpRequest) -> dict[str, Any]:
     return {"sessions": [session_doc(s) for s in session_list(owner=request_user(request))]}
 
 
-@router.get("/sessions/{session_id}", summary="Read a session")
+@router.get("/sessions/{session_id}", response={200: dict, **errors(404)}, summary="Read a session")
 def read_session(request: HttpRequest, session_id: str) -> dict[str, Any]:
     return session_doc(_session(request, session_id))
 
 
-@router.delete("/sessions/{session_id}", summary="Delete a session, cancelling its jobs and runs")
+@router.delete(
+    "/sessions/{session_id}",
+    response={200: dict, **errors(404)},
+    summary="Delete a session, cancelling its jobs and runs",
+)
 def delete_session(request: HttpRequest, session_id: str) -> dict[str, Any]:
     cancelled = session_delete(session=_session(request, session_id))
     return {
@@ -123,7 +127,11 @@ def delete_session(request: HttpRequest, session_id: str) -> dict[str, Any]:
     }
 
 
-@router.post("/sessions/{session_id}/messages", response={202: dict}, summary="Send a message")
+@router.post(
+    "/sessions/{session_id}/messages",
+    response={202: dict, **errors(400, 404, 413, 422)},
+    summary="Send a message",
+)
 def post_message(request: HttpRequest, session_id: str, body: MessageIn) -> Status[dict[str, Any]]:
     session = _session(request, session_id)
     if not body.text.strip():
@@ -133,7 +141,11 @@ def post_message(request: HttpRequest, session_id: str, body: MessageIn) -> Stat
     return Status(202, {"run_id": run.id, "continuation_token": token})
 
 
-@router.get("/sessions/{session_id}/events", summary="Read the log after a token")
+@router.get(
+    "/sessions/{session_id}/events",
+    response={200: dict, **errors(400, 404, 422)},
+    summary="Read the log after a token",
+)
 def list_events(request: HttpRequest, session_id: str, query: Query[EventsQuery]) -> dict[str, Any]:
     session = _session(request, session_id)
     try:
@@ -162,7 +174,11 @@ def list_events(request: HttpRequest, session_id: str, query: Query[EventsQuery]
     }
 
 
-@router.get("/runs/{run_id}", summary="Poll a run with its continuation token")
+@router.get(
+    "/runs/{run_id}",
+    response={200: dict, **errors(400, 404)},
+    summary="Poll a run with its continuation token",
+)
 def poll_run(request: HttpRequest, run_id: str, continuation_token: str = "") -> dict[str, Any]:
     run = _run(request, run_id)
     try:
@@ -189,7 +205,7 @@ def poll_run(request: HttpRequest, run_id: str, continuation_token: str = "") ->
     }
 
 
-@router.post("/runs/{run_id}/cancel", response={202: dict}, summary="Stop a run")
+@router.post("/runs/{run_id}/cancel", response={202: dict, **errors(404)}, summary="Stop a run")
 def cancel_run(request: HttpRequest, run_id: str) -> Status[dict[str, Any]]:
     run = _run(request, run_id)
     return Status(202, {"run_id": run.id, "status": run_request_cancel(run_id=run.id)})

@@ -33,7 +33,7 @@ from django.db import connections
 from django.http import HttpRequest, StreamingHttpResponse
 from ninja import Router
 
-from agentsite.api import ApiError, request_user
+from agentsite.api import ApiError, errors, request_user
 from sessions.api import token_api_error
 from sessions.models import AgentSession, Event, Run
 from sessions.tokens import (
@@ -254,12 +254,40 @@ def new_nonce() -> str:
 
 router = Router(tags=["streams"])
 
+# One frame, the JSON in each event's ``data:`` line.
+FRAME_SCHEMA = {
+    "type": "object",
+    "required": ["seq", "kind", "payload", "token"],
+    "properties": {
+        "seq": {"type": "integer", "minimum": 1, "description": "The event's place in the log."},
+        "kind": {"type": "string", "enum": [kind.value for kind in Event.Kind]},
+        "payload": {"type": "object", "description": "What the event says; depends on kind."},
+        "token": {"type": "string", "description": "Continuation token (as in `id:`)."},
+    },
+}
 SSE_OPENAPI = {
     "responses": {
         200: {
-            "description": "A text/event-stream; each event's `id:` is its continuation token "
-            'and its `data:` the frame `{"seq", "kind", "payload", "token"}`.',
-            "content": {"text/event-stream": {"schema": {"type": "string"}}},
+            "description": "A text/event-stream. Each event's `id:` is its continuation token "
+            "and its `data:` one JSON frame (`x-sse-event` gives both); a comment line "
+            "(`: heartbeat`) comes every 15 s without traffic, and `retry:` once at the start.",
+            "content": {
+                "text/event-stream": {
+                    "schema": {"type": "string", "contentMediaType": "text/event-stream"},
+                    "x-sse-event": {
+                        "type": "object",
+                        "required": ["id", "data"],
+                        "properties": {
+                            "id": {"type": "string", "description": "Continuation token."},
+                            "data": {
+                                "type": "string",
+                                "contentMediaType": "application/json",
+                                "contentSchema": FRAME_SCHEMA,
+                            },
+                        },
+                    },
+                }
+            },
         }
     }
 }
@@ -361,6 +389,7 @@ def resume_token(request: HttpRequest, query_token: str) -> str:
 
 @router.get(
     "/sessions/{session_id}/stream",
+    response=errors(400, 404),
     summary="Follow a session's events (server-sent events)",
     openapi_extra=SSE_OPENAPI,
     description="Replays every event after `after` (or `Last-Event-ID`), then streams live "
@@ -386,6 +415,7 @@ async def session_stream(
 
 @router.get(
     "/runs/{run_id}/stream",
+    response=errors(400, 404),
     summary="Follow one run's events until it ends (server-sent events)",
     openapi_extra=SSE_OPENAPI,
     description="The events one background run produces, from its start or after "
