@@ -64,6 +64,26 @@ def headers_for(user: Any) -> dict[str, str]:
     return {"Authorization": f"Bearer {api_client_for(user).raw_token}"}  # type: ignore[attr-defined]
 
 
+def start_job(
+    base: str, headers: dict[str, str], key: str, tool: str = "noop", **args: Any
+) -> httpx.Response:
+    return httpx.post(
+        f"{base}/api/jobs",
+        json={"tool": tool, "args": args},
+        headers={**headers, "Idempotency-Key": key},
+        timeout=10,
+    )
+
+
+def send_message(base: str, headers: dict[str, str], session_id: str, text: str) -> httpx.Response:
+    return httpx.post(
+        f"{base}/api/sessions/{session_id}/messages",
+        json={"text": text},
+        headers=headers,
+        timeout=10,
+    )
+
+
 def test_work_accepted_while_redis_is_down_runs_once_it_is_back(
     processes: Processes, own_redis: OwnRedis, user: Any
 ) -> None:
@@ -74,20 +94,10 @@ def test_work_accepted_while_redis_is_down_runs_once_it_is_back(
 
     own_redis.kill()
     # Before: "Server Error (500)" as an HTML page, and the job was not handed over.
-    job = httpx.post(
-        f"{base}/api/jobs",
-        json={"tool": "noop", "args": {}},
-        headers={**headers, "Idempotency-Key": "during-outage"},
-        timeout=10,
-    )
+    job = start_job(base, headers, "during-outage")
     assert job.status_code == 202, job.text
     job_id = job.json()["job_id"]
-    message = httpx.post(
-        f"{base}/api/sessions/{session['session_id']}/messages",
-        json={"text": "hello while redis is down"},
-        headers=headers,
-        timeout=10,
-    )
+    message = send_message(base, headers, session["session_id"], "hello while redis is down")
     assert message.status_code == 202, message.text
     run_id = message.json()["run_id"]
     assert Job.objects.get(pk=job_id).status == Job.Status.QUEUED
@@ -109,12 +119,7 @@ def test_work_accepted_while_redis_is_down_runs_once_it_is_back(
         )
         assert finished.status == Run.Status.COMPLETED
         # And the web process, which never restarted, talks to the new Redis.
-        again = httpx.post(
-            f"{base}/api/jobs",
-            json={"tool": "noop", "args": {}},
-            headers={**headers, "Idempotency-Key": "after-outage"},
-            timeout=10,
-        )
+        again = start_job(base, headers, "after-outage")
         assert again.status_code == 202, again.text
         assert wait_until(
             lambda: Job.objects.filter(pk=again.json()["job_id"], status=Job.Status.DONE).exists(),
@@ -160,15 +165,7 @@ def test_every_process_rides_out_redis_dying_and_coming_back_empty(
 
     try:
         assert wait_until(healthy, timeout=30)
-        before = [
-            httpx.post(
-                f"{base}/api/jobs",
-                json={"tool": "noop", "args": {}},
-                headers={**headers, "Idempotency-Key": f"before-{i}"},
-                timeout=10,
-            ).json()["job_id"]
-            for i in range(5)
-        ]
+        before = [start_job(base, headers, f"before-{i}").json()["job_id"] for i in range(5)]
         own_redis.kill()
         time.sleep(4)
         assert [proc.poll() for proc in stack] == [None, None, None]
@@ -192,12 +189,7 @@ def test_every_process_rides_out_redis_dying_and_coming_back_empty(
         assert {o[0] for o in outcomes} == {Job.Status.DONE}, list(outcomes)
         # New work goes through every process.
         session = httpx.post(f"{base}/api/sessions", json={}, headers=headers, timeout=10).json()
-        reply = httpx.post(
-            f"{base}/api/sessions/{session['session_id']}/messages",
-            json={"text": "hello again"},
-            headers=headers,
-            timeout=10,
-        )
+        reply = send_message(base, headers, session["session_id"], "hello again")
         assert reply.status_code == 202, reply.text
         run = wait_until(
             lambda: Run.objects.filter(pk=reply.json()["run_id"], status__in=Run.TERMINAL).first(),
@@ -239,12 +231,7 @@ def test_a_tool_whose_worker_alone_is_killed_still_records_its_result(
     worker = processes.start("orphan-tools", "rqworker", "tools", "default", env=env)
     scheduler = processes.start("orphan-scheduler", "scheduler", env=env)
     try:
-        created = httpx.post(
-            f"{base}/api/jobs",
-            json={"tool": "sleepy", "args": {"seconds": 3, "steps": 30}},
-            headers={**headers_for(user), "Idempotency-Key": "orphaned"},
-            timeout=10,
-        )
+        created = start_job(base, headers_for(user), "orphaned", "sleepy", seconds=3, steps=30)
         assert created.status_code == 202, created.text
         job_id = created.json()["job_id"]
         wait_until(lambda: Job.objects.filter(pk=job_id, status=Job.Status.RUNNING).exists())
