@@ -25,8 +25,9 @@ from jobs.runner import connections_detach_inherited, stop_horse
 
 log = logging.getLogger(__name__)
 
-# A queued job RQ has not heard of this long after it was handed over is re-enqueued.
-REQUEUE_AFTER_S = 30
+# A queued job RQ has not heard of this long after it was handed over is re-enqueued
+# (Redis lost it). Only the moment between a commit and its enqueue is raced.
+REQUEUE_AFTER_S = 5
 
 
 def deliver_webhook(delivery_id: int) -> None:

@@ -165,7 +165,13 @@ def test_every_process_rides_out_redis_dying_and_coming_back_empty(
 
     try:
         assert wait_until(healthy, timeout=30)
-        before = [start_job(base, headers, f"before-{i}").json()["job_id"] for i in range(5)]
+        # One tool worker: the first sleeps through the outage in its horse, the
+        # others wait in a queue that Redis is about to lose.
+        before = [
+            start_job(base, headers, f"before-{i}", "sleepy", seconds=2, steps=20).json()["job_id"]
+            for i in range(5)
+        ]
+        wait_until(lambda: Job.objects.filter(pk__in=before, status=Job.Status.RUNNING).exists())
         own_redis.kill()
         time.sleep(4)
         assert [proc.poll() for proc in stack] == [None, None, None]
