@@ -237,7 +237,7 @@ def test_a_tool_whose_worker_alone_is_killed_still_records_its_result(
     worker = processes.start("orphan-tools", "rqworker", "tools", "default", env=env)
     scheduler = processes.start("orphan-scheduler", "scheduler", env=env)
     try:
-        created = start_job(base, headers_for(user), "orphaned", "sleepy", seconds=3, steps=30)
+        created = start_job(base, headers_for(user), "orphaned", "sleepy", seconds=8, steps=80)
         assert created.status_code == 202, created.text
         job_id = created.json()["job_id"]
         wait_until(lambda: Job.objects.filter(pk=job_id, status=Job.Status.RUNNING).exists())
@@ -254,3 +254,14 @@ def test_a_tool_whose_worker_alone_is_killed_still_records_its_result(
     finally:
         processes.stop(scheduler)
         processes.stop(worker)
+
+
+def test_the_web_process_pool_switch_is_not_inherited_by_the_processes_it_starts() -> None:
+    """Before: importing the ASGI app left AGENTSITE_DB_POOL=true in the environment, so
+    every worker started afterwards (by the tests, or by anything that imports the app)
+    took a connection pool, which breaks in a forked work horse."""
+    import os
+
+    import agentsite.asgi  # noqa: F401
+
+    assert "AGENTSITE_DB_POOL" not in os.environ
