@@ -42,9 +42,20 @@ def test_text_continues_after_the_browser_goes_offline(page: Any, site: str, use
     chat_send(page, "hello, what can you do?")
     page.wait_for_selector(".msg.assistant.streaming")
 
+    # Every state the indicator passes through is recorded: going offline may
+    # already close the socket, and a reconnect can be over before a poll for
+    # the transient state would see it.
+    page.evaluate(
+        """() => {
+          const conn = document.getElementById("conn");
+          window.connStates = [];
+          new MutationObserver(() => window.connStates.push(conn.dataset.state))
+            .observe(conn, {attributes: true, attributeFilter: ["data-state"]});
+        }"""
+    )
     page.context.set_offline(True)
     page.evaluate("window.agentsiteChat.drop()")
-    page.wait_for_selector("#conn[data-state=reconnecting]")
+    page.wait_for_function("window.connStates.includes('reconnecting')")
     page.context.set_offline(False)
     page.wait_for_selector("#conn[data-state=live]")
     wait_settled(page, session)
