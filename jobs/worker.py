@@ -32,6 +32,9 @@ RUN_JOB = "jobs.runner.run_job"
 
 REDIS_DOWN = (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError)
 OUTAGE_BACKOFF_MAX_S = 10.0
+# How often a heartbeat also checks that Redis still lists the worker: often
+# enough for /healthz after Redis came back empty, not a round trip per job.
+REGISTRATION_CHECK_S = 2.0
 T = TypeVar("T")
 
 
@@ -49,9 +52,10 @@ class RidesOutRedis(BaseWorker):
 
     RQ's loop quits on the first Redis error outside its dequeue ("found an
     unhandled exception, quitting"). Here each of the loop's Redis steps waits
-    for Redis with backoff instead. Every heartbeat checks that Redis still
-    lists the worker and registers it again if not (Redis came back empty, or
-    was flushed), so ``/healthz`` and the dashboards see it at once. Heartbeats
+    for Redis with backoff instead. A heartbeat checks (at most every
+    ``REGISTRATION_CHECK_S``) that Redis still lists the worker and registers it
+    again if not (Redis came back empty, or was flushed), so ``/healthz`` and
+    the dashboards see it at once. Heartbeats
     of running jobs are bookkeeping: a failed one is skipped, the job goes on.
     """
 
@@ -69,9 +73,15 @@ class RidesOutRedis(BaseWorker):
                 time.sleep(wait)
                 wait = min(wait * 2, OUTAGE_BACKOFF_MAX_S)
 
+    _registration_checked_at = float("-inf")
+
     def _register_again_if_forgotten(self) -> None:
         if self.is_horse or self._stop_requested:
             return
+        now = time.monotonic()
+        if now - self._registration_checked_at < REGISTRATION_CHECK_S:
+            return
+        self._registration_checked_at = now
         if not self.connection.sismember(self.redis_workers_keys, self.key):
             self.connection.delete(self.key)
             self.register_birth()
