@@ -70,6 +70,10 @@ FINISHING_TRANSITIONS = {"job_succeed", "job_fail", "job_cancel", "job_time_out"
 # worker records the end from it, so a Redis outage while the tool runs costs
 # the RQ bookkeeping, never the result.
 OUTCOME_FILE: str | None = None
+# The pid of that worker, noted before the fork: the horse compares its parent with
+# it after the tool, to know whether anyone is left to read the outcome. (Reading
+# the parent in the horse instead would race a worker killed during RQ's set-up.)
+OUTCOME_READER_PID: int | None = None
 
 
 # What the file holds once the horse has begun the job, before any outcome.
@@ -112,12 +116,11 @@ def run_job(job_id: str) -> dict[str, Any] | None:
     """
     connections_detach_inherited()
     outcome_leave(BEGUN)
-    parent = os.getppid()
     try:
         execution = JobExecution(job_id)
         execution.run()
         outcome_leave(execution.outcome)
-        if OUTCOME_FILE is not None and os.getppid() != parent:
+        if OUTCOME_FILE is not None and os.getppid() != OUTCOME_READER_PID:
             # The worker that forked this horse is gone (killed on its own): nobody
             # will read the outcome, so the horse records the end itself.
             log.warning("job %s: its worker is gone; recording the outcome here", job_id)

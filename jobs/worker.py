@@ -144,11 +144,12 @@ class JobWorker(RidesOutRedis, Worker):
         runner.STARTED_BY_WORKER.clear()
         fd, outcome_file = tempfile.mkstemp(prefix=f"agentsite-{job_id}-")
         os.close(fd)
-        runner.OUTCOME_FILE = outcome_file  # the horse inherits it
+        runner.OUTCOME_FILE = outcome_file  # the horse inherits both
+        runner.OUTCOME_READER_PID = os.getpid()
         try:
             super().execute_job(job, queue)
         finally:
-            runner.OUTCOME_FILE = None
+            runner.OUTCOME_FILE = runner.OUTCOME_READER_PID = None
             left, outcome = runner.outcome_take(outcome_file)
             if left == "nothing":
                 # The horse failed before the tool ran (Redis went away under RQ's
