@@ -10,6 +10,10 @@ most turns that overlapped, and the turn worker's resident memory.
 The processes are ``make run``'s defaults — one daphne, one turn worker
 (``TurnWorker``), one tool worker, the scheduler — on a scratch SQLite
 database (or ``BENCH_DATABASE_URL``) and ``REDIS_URL`` or an embedded Redis.
+The simulated users speak HTTP through aiohttp, whose parser is in C: they share
+the box with the server, and a heavier client (httpx cost ~5x more CPU per turn)
+would take the cores the server needs at 200 users.
+
 The baseline, measured in the same run: the same load against a forking
 turn worker (RQ's worker, one turn at a time), for N = 1 and 10.
 
@@ -31,6 +35,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+import aiohttp
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(BASE_DIR))
@@ -157,12 +163,13 @@ class User:
 
     async def follow(self, session_id: str, ready: asyncio.Event) -> None:
         url = f"{self.url}/api/sessions/{session_id}/stream"
-        async with self.client.stream("GET", url, headers=self.headers, timeout=None) as resp:
+        forever = aiohttp.ClientTimeout(total=None)
+        async with self.client.get(url, headers=self.headers, timeout=forever) as resp:
             ready.set()
-            async for line in resp.aiter_lines():
-                if not line.startswith("data: "):
+            async for raw in resp.content:
+                if not raw.startswith(b"data: "):
                     continue
-                frame = json.loads(line[6:])
+                frame = json.loads(raw[6:])
                 # A user waits for each reply before the next message, so the first
                 # delta after a send belongs to that send's run.
                 if frame["kind"] == "assistant_delta" and not self.first_delta.done():
@@ -173,11 +180,13 @@ class User:
                         future.set_result(None)
 
     async def chat(self) -> None:
-        resp = await self.client.post(f"{self.url}/api/sessions", json={}, headers=self.headers)
-        if resp.status_code != 201:
-            self.level.errors.append(f"POST /api/sessions {resp.status_code}: {resp.text[:200]}")
-            return
-        session_id = resp.json()["session_id"]
+        url = f"{self.url}/api/sessions"
+        async with self.client.post(url, json={}, headers=self.headers) as resp:
+            if resp.status != 201:
+                text = await resp.text()
+                self.level.errors.append(f"POST /api/sessions {resp.status}: {text[:200]}")
+                return
+            session_id = (await resp.json())["session_id"]
         ready = asyncio.Event()
         follower = asyncio.create_task(self.follow(session_id, ready))
         try:
@@ -196,15 +205,15 @@ class User:
     async def send(self, session_id: str, i: int) -> None:
         self.first_delta = asyncio.get_running_loop().create_future()
         sent = time.monotonic()
-        resp = await self.client.post(
+        async with self.client.post(
             f"{self.url}/api/sessions/{session_id}/messages",
             json={"text": f"hello there, message {i}"},
             headers=self.headers,
-        )
-        if resp.status_code != 202:
-            self.level.errors.append(f"POST {resp.status_code}")
-            return
-        run_id = resp.json()["run_id"]
+        ) as resp:
+            if resp.status != 202:
+                self.level.errors.append(f"POST {resp.status}")
+                return
+            run_id = (await resp.json())["run_id"]
         self.level.run_ids.append(run_id)
         try:
             first = await asyncio.wait_for(self.first_delta, REPLY_TIMEOUT_S)
@@ -221,11 +230,10 @@ async def sample_rss(pid: int, level: Level, stop: asyncio.Event) -> None:
 
 
 async def run_level(stack: Stack, tokens: list[str], users: int) -> Level:
-    import httpx
-
     level = Level(users)
-    limits = httpx.Limits(max_connections=None, max_keepalive_connections=None)
-    async with httpx.AsyncClient(limits=limits, timeout=60) as client:
+    connector = aiohttp.TCPConnector(limit=0)
+    timeout = aiohttp.ClientTimeout(total=60)
+    async with aiohttp.ClientSession(connector=connector, timeout=timeout) as client:
         stop = asyncio.Event()
         sampler = asyncio.create_task(sample_rss(stack.turn_worker.pid, level, stop))
         people = [User(client, stack.url, tokens[i], level) for i in range(users)]

@@ -32,13 +32,10 @@ def event_append(
     so concurrent appenders from any number of processes queue up and each
     gets the next number: no gap, no duplicate.
     """
-    with transaction.atomic():
-        bumped = AgentSession.objects.filter(pk=session_id).update(
-            last_seq=F("last_seq") + 1, updated_at=timezone.now()
-        )
-        if bumped != 1:
-            raise AgentSession.DoesNotExist(f"session {session_id} does not exist")
-        seq = AgentSession.objects.filter(pk=session_id).values_list("last_seq", flat=True).get()
+    # No savepoint inside a caller's transaction: a failure here fails that whole
+    # transaction (Django marks it for rollback), which is what every caller wants.
+    with transaction.atomic(savepoint=False):
+        seq = _seq_next(session_id)
         event = Event.objects.create(
             session_id=session_id,
             seq=seq,
@@ -49,6 +46,33 @@ def event_append(
         )
         transaction.on_commit(lambda: event_publish(event))
     return event
+
+
+def _seq_next(session_id: str) -> int:
+    """Bump the session's ``last_seq`` and return it: one statement where the database
+    can return what it updated (PostgreSQL, SQLite 3.35+), two elsewhere."""
+    connection = transaction.get_connection()
+    if connection.features.can_return_columns_from_insert:
+        meta = AgentSession._meta
+        quote = connection.ops.quote_name
+        last_seq = quote(meta.get_field("last_seq").column)
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f"UPDATE {quote(meta.db_table)} SET {last_seq} = {last_seq} + 1,"
+                f" {quote(meta.get_field('updated_at').column)} = %s"
+                f" WHERE {quote(meta.pk.column)} = %s RETURNING {last_seq}",
+                [connection.ops.adapt_datetimefield_value(timezone.now()), session_id],
+            )
+            row = cursor.fetchone()
+        if row is None:
+            raise AgentSession.DoesNotExist(f"session {session_id} does not exist")
+        return int(row[0])
+    bumped = AgentSession.objects.filter(pk=session_id).update(
+        last_seq=F("last_seq") + 1, updated_at=timezone.now()
+    )
+    if bumped != 1:
+        raise AgentSession.DoesNotExist(f"session {session_id} does not exist")
+    return AgentSession.objects.filter(pk=session_id).values_list("last_seq", flat=True).get()
 
 
 def event_message(event: Event) -> dict[str, Any]:

@@ -31,6 +31,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from jobs.live import redis_connection
 from sessions.events import event_append
 from sessions.models import AgentSession, Event, Run
 
@@ -71,7 +72,8 @@ def run_enqueue(run_id: str, *, at_front: bool = False) -> None:
 
     from sessions.tasks import run_turn
 
-    django_rq.get_queue("turns").enqueue(
+    # On this process's Redis client: django_rq's own would connect anew each time.
+    django_rq.get_queue("turns", connection=redis_connection()).enqueue(
         run_turn, run_id, job_id=run_id, result_ttl=300, failure_ttl=3600, at_front=at_front
     )
 
@@ -104,6 +106,12 @@ def run_route(*, session_id: str) -> Run | None:
     queued = Run.objects.filter(session_id=session_id, status=Run.Status.QUEUED).first()
     if queued is not None:
         return queued
+    return _route_unqueued(session)
+
+
+def _route_unqueued(session: AgentSession) -> Run | None:
+    """``run_route`` once the session is locked and known to have no queued run."""
+    session_id = session.pk
     if session.deleted_at is not None:
         return None
     if not Event.objects.filter(session_id=session_id, pending=True).exists():
@@ -125,9 +133,10 @@ def run_start(*, run_id: str) -> Claim | None:
     run hands this one to RQ again when it ends).
     """
     with transaction.atomic():
-        session_id = Run.objects.filter(pk=run_id).values_list("session_id", flat=True).first()
-        if session_id is None:
+        run = Run.objects.filter(pk=run_id).first()
+        if run is None:
             return None
+        session_id = run.session_id
         session_lock(session_id)
         if Run.objects.filter(session_id=session_id, status=Run.Status.RUNNING).exists():
             return None
@@ -137,15 +146,18 @@ def run_start(*, run_id: str) -> Claim | None:
         )
         if started != 1:
             return None
-        # A handed-back run takes its own batch again; a fresh run has none yet.
-        own = list(Event.objects.filter(consumed_by_id=run_id).order_by("seq"))
+        run.status, run.started_at, run.heartbeat_at = Run.Status.RUNNING, now, now
+        # A handed-back run takes its own batch again (it has a batch size from its
+        # first start, and the session lock keeps that current); a fresh run has none.
+        own = []
+        if run.batch_size:
+            own = list(Event.objects.filter(consumed_by_id=run_id).order_by("seq"))
         batch = own + _claim_pending(session_id=session_id, run_id=run_id)
         Event.objects.filter(pk__in=[e.pk for e in batch if e.pending]).update(
             pending=False, consumed_by_id=run_id
         )
         for event in batch:
             event.pending, event.consumed_by_id = False, run_id
-        run = Run.objects.get(pk=run_id)
         run.batch_size = len(batch)
         run.start_seq = batch[0].seq - 1 if batch else 0
         Run.objects.filter(pk=run_id).update(batch_size=run.batch_size, start_seq=run.start_seq)
@@ -246,7 +258,7 @@ def _finish(
         session_id = Run.objects.filter(pk=run_id).values_list("session_id", flat=True).first()
         if session_id is None:
             return False
-        session_lock(session_id)
+        session = session_lock(session_id)
         fields: dict[str, Any] = {"status": status, "finished_at": timezone.now()}
         if usage is not None:
             fields["usage"] = usage
@@ -262,23 +274,23 @@ def _finish(
         event_append(
             session_id=session_id, kind=Event.Kind.RUN_FINISHED, payload=finished, run_id=run_id
         )
-        _after_run(session_id=session_id, ended_status=status)
+        _after_run(session=session, ended_status=status)
     return True
 
 
-def _after_run(*, session_id: str, ended_status: str) -> None:
-    """Route what waited behind the run that just ended (inside its transaction)."""
-    queued = Run.objects.filter(session_id=session_id, status=Run.Status.QUEUED).first()
+def _after_run(*, session: AgentSession, ended_status: str) -> None:
+    """Route what waited behind the run that just ended (inside its transaction, with
+    the session locked)."""
+    queued = Run.objects.filter(session_id=session.pk, status=Run.Status.QUEUED).first()
     if queued is not None:
         _enqueue_on_commit(queued.id)
         return
     if ended_status == Run.Status.CANCELLED:
         # Interrupted: whatever is still pending waits for the next trigger.
-        session = AgentSession.objects.get(pk=session_id)
-        running = Run.objects.filter(session_id=session_id, status=Run.Status.RUNNING).exists()
+        running = Run.objects.filter(session_id=session.pk, status=Run.Status.RUNNING).exists()
         _set_state(session, AgentSession.State.RUNNING if running else AgentSession.State.IDLE)
         return
-    run_route(session_id=session_id)
+    _route_unqueued(session)
 
 
 def run_complete(*, run_id: str, usage: dict[str, Any]) -> bool:
@@ -356,11 +368,10 @@ def runs_reap(*, now: Any = None) -> dict[str, int]:
 
 
 def _rq_knows(run_id: str) -> bool:
-    import django_rq
     from rq.job import Job as RqJob
 
     try:
-        job = RqJob.fetch(run_id, connection=django_rq.get_connection("turns"))
+        job = RqJob.fetch(run_id, connection=redis_connection())
     except Exception:
         return False
     return job.get_status(refresh=True) in ("queued", "started", "scheduled", "deferred")
