@@ -13,8 +13,8 @@ from typing import Any
 from django.db import transaction
 
 from sessions.events import event_append
-from sessions.models import Event, Run
-from sessions.runs import run_route
+from sessions.models import AgentSession, Event, Run
+from sessions.runs import run_route_locked, session_lock
 
 
 def inbox_append(*, session_id: str, kind: str, payload: dict[str, Any]) -> Event:
@@ -28,6 +28,12 @@ def inbox_append_routed(
 ) -> tuple[Event, Run | None]:
     """``inbox_append``, also returning the run that will consume the event."""
     with transaction.atomic():
-        event = event_append(session_id=session_id, kind=kind, payload=payload, pending=True)
-        run = run_route(session_id=session_id)
-    return event, run
+        return inbox_append_locked(session=session_lock(session_id), kind=kind, payload=payload)
+
+
+def inbox_append_locked(
+    *, session: AgentSession, kind: str, payload: dict[str, Any]
+) -> tuple[Event, Run | None]:
+    """``inbox_append_routed`` for a session the current transaction has locked."""
+    event = event_append(session_id=session.pk, kind=kind, payload=payload, pending=True)
+    return event, run_route_locked(session, pending=True)

@@ -102,19 +102,28 @@ def run_route(*, session_id: str) -> Run | None:
     the pending events, or None when nothing is pending.
     """
     assert transaction.get_connection().in_atomic_block, "run_route needs a transaction"
-    session = session_lock(session_id)
-    queued = Run.objects.filter(session_id=session_id, status=Run.Status.QUEUED).first()
+    return run_route_locked(session_lock(session_id))
+
+
+def run_route_locked(session: AgentSession, *, pending: bool | None = None) -> Run | None:
+    """``run_route`` for a session the current transaction has locked (``session_lock``).
+
+    ``pending=True`` when the caller has just appended a pending event (one query less).
+    """
+    queued = Run.objects.filter(session_id=session.pk, status=Run.Status.QUEUED).first()
     if queued is not None:
         return queued
-    return _route_unqueued(session)
+    return _route_unqueued(session, pending=pending)
 
 
-def _route_unqueued(session: AgentSession) -> Run | None:
+def _route_unqueued(session: AgentSession, *, pending: bool | None = None) -> Run | None:
     """``run_route`` once the session is locked and known to have no queued run."""
     session_id = session.pk
     if session.deleted_at is not None:
         return None
-    if not Event.objects.filter(session_id=session_id, pending=True).exists():
+    if pending is None:
+        pending = Event.objects.filter(session_id=session_id, pending=True).exists()
+    if not pending:
         running = Run.objects.filter(session_id=session_id, status=Run.Status.RUNNING).exists()
         _set_state(session, AgentSession.State.RUNNING if running else AgentSession.State.IDLE)
         return None

@@ -8,9 +8,9 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
-from sessions.inbox import inbox_append_routed
+from sessions.inbox import inbox_append_locked
 from sessions.models import AgentSession, Event, Run
-from sessions.runs import run_request_cancel
+from sessions.runs import run_request_cancel, session_lock
 
 log = logging.getLogger(__name__)
 
@@ -47,12 +47,13 @@ def message_post(*, session: AgentSession, text: str) -> tuple[Event, Run]:
     Raises SessionNotFound for a deleted session, which takes no new turns.
     """
     with transaction.atomic():
-        if AgentSession.objects.filter(pk=session.pk, deleted_at__isnull=False).exists():
+        locked = session_lock(session.pk)
+        if locked.deleted_at is not None:
             raise SessionNotFound(f"No session {session.pk!r}.")
-        event, run = inbox_append_routed(
-            session_id=session.id, kind=Event.Kind.USER_MESSAGE, payload={"text": text}
+        event, run = inbox_append_locked(
+            session=locked, kind=Event.Kind.USER_MESSAGE, payload={"text": text}
         )
-        if run is None:  # deleted between the check and the append
+        if run is None:  # cannot be: a live session with a pending event has a run
             raise SessionNotFound(f"No session {session.pk!r}.")
     return event, run
 
