@@ -6,6 +6,8 @@ import secrets
 from django.conf import settings
 from django.db import models
 
+from agentsite.queries import get_or_none
+
 
 def token_hash(raw: str) -> str:
     return hashlib.sha256(raw.encode()).hexdigest()
@@ -13,7 +15,7 @@ def token_hash(raw: str) -> str:
 
 class ApiTokenQuerySet(models.QuerySet["ApiToken"]):
     def for_raw_token(self, raw: str) -> ApiToken | None:
-        return self.select_related("user").filter(token_hash=token_hash(raw)).first()
+        return get_or_none(self.select_related("user").filter(token_hash=token_hash(raw)))
 
 
 class ApiToken(models.Model):

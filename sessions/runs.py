@@ -31,6 +31,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from agentsite.queries import get_or_none
 from jobs.live import redis_connection
 from sessions.events import event_append
 from sessions.models import AgentSession, Event, Run
@@ -142,7 +143,7 @@ def run_start(*, run_id: str) -> Claim | None:
     run hands this one to RQ again when it ends).
     """
     with transaction.atomic():
-        run = Run.objects.filter(pk=run_id).first()
+        run = get_or_none(Run.objects.filter(pk=run_id))
         if run is None:
             return None
         session_id = run.session_id
@@ -208,7 +209,7 @@ def run_hand_back(*, run_id: str, reason: str) -> bool:
     hands the run to RQ once its own RQ job is closed.
     """
     with transaction.atomic():
-        session_id = Run.objects.filter(pk=run_id).values_list("session_id", flat=True).first()
+        session_id = get_or_none(Run.objects.filter(pk=run_id).values_list("session_id", flat=True))
         if session_id is None:
             return False
         session_lock(session_id)
@@ -264,7 +265,7 @@ def _finish(
     error: dict[str, str] | None = None,
 ) -> bool:
     with transaction.atomic():
-        session_id = Run.objects.filter(pk=run_id).values_list("session_id", flat=True).first()
+        session_id = get_or_none(Run.objects.filter(pk=run_id).values_list("session_id", flat=True))
         if session_id is None:
             return False
         session = session_lock(session_id)
@@ -339,7 +340,7 @@ def run_request_cancel(*, run_id: str) -> str:
         return Run.Status.CANCELLED
     if Run.objects.filter(pk=run_id, status=Run.Status.RUNNING).update(cancel_requested_at=now):
         return "cancelling"
-    status = Run.objects.filter(pk=run_id).values_list("status", flat=True).first()
+    status = get_or_none(Run.objects.filter(pk=run_id).values_list("status", flat=True))
     if status is None:
         raise Run.DoesNotExist(run_id)
     return "cancelling" if status == Run.Status.RUNNING else status

@@ -34,6 +34,7 @@ from django.http import HttpRequest, StreamingHttpResponse
 from ninja import Router
 
 from agentsite.api import ApiError, errors, request_user
+from agentsite.queries import get_or_none
 from sessions.api import token_api_error
 from sessions.models import AgentSession, Event, Run
 from sessions.tokens import (
@@ -67,19 +68,19 @@ log_read = functools.partial(database_sync_to_async, thread_sensitive=False)
 
 @log_read
 def owned_session(user: AbstractBaseUser, session_id: str) -> AgentSession | None:
-    return AgentSession.objects.filter(
-        pk=session_id, owner_id=user.pk, deleted_at__isnull=True
-    ).first()
+    return get_or_none(
+        AgentSession.objects.filter(pk=session_id, owner_id=user.pk, deleted_at__isnull=True)
+    )
 
 
 @log_read
 def owned_run(user: AbstractBaseUser, run_id: str) -> Run | None:
-    return Run.objects.filter(pk=run_id, owner_id=user.pk).first()
+    return get_or_none(Run.objects.filter(pk=run_id, owner_id=user.pk))
 
 
 @log_read
 def run_is_finished(run_id: str) -> bool:
-    status = Run.objects.filter(pk=run_id).values_list("status", flat=True).first()
+    status = get_or_none(Run.objects.filter(pk=run_id).values_list("status", flat=True))
     return status is None or status in Run.TERMINAL
 
 
