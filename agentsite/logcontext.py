@@ -53,25 +53,34 @@ def logged_with(*names: str) -> Callable[[F], F]:
     """Decorate an entry point: its arguments called ``names`` go into the log context."""
 
     def decorate(fn: F) -> F:
-        signature = inspect.signature(fn)
+        params = list(inspect.signature(fn).parameters)
+        positions = {name: params.index(name) for name in names}
 
         def ids_of(args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
-            bound = signature.bind_partial(*args, **kwargs).arguments
-            return {name: bound.get(name) for name in names}
+            return {
+                name: kwargs[name] if name in kwargs else args[at] if at < len(args) else None
+                for name, at in positions.items()
+            }
 
         if inspect.iscoroutinefunction(fn):
 
             @functools.wraps(fn)
             async def run_async(*args: Any, **kwargs: Any) -> Any:
-                with log_context(**ids_of(args, kwargs)):
+                tokens = _set(ids_of(args, kwargs))
+                try:
                     return await fn(*args, **kwargs)
+                finally:
+                    _reset(tokens)
 
             return cast(F, run_async)
 
         @functools.wraps(fn)
         def run(*args: Any, **kwargs: Any) -> Any:
-            with log_context(**ids_of(args, kwargs)):
+            tokens = _set(ids_of(args, kwargs))
+            try:
                 return fn(*args, **kwargs)
+            finally:
+                _reset(tokens)
 
         return cast(F, run)
 
