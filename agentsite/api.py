@@ -23,6 +23,7 @@ from ninja.errors import ValidationError as NinjaValidationError
 from ninja.security import HttpBearer, SessionAuth
 from redis.exceptions import RedisError
 
+from agentsite import metrics
 from agentsite.models import ApiToken
 
 
@@ -189,6 +190,7 @@ def on_redis_unavailable(request: HttpRequest, exc: RedisError) -> HttpResponse:
 @api.exception_handler(DatabaseInterfaceError)
 def on_database_unavailable(request: HttpRequest, exc: Exception) -> HttpResponse:
     log.warning("database unavailable during %s %s: %r", request.method, request.path, exc)
+    metrics.database_lost()
     return unavailable(request, "database")
 
 

@@ -8,4 +8,10 @@ class AgentsiteConfig(AppConfig):
     verbose_name = "agentsite"
 
     def ready(self) -> None:
+        from django.db.backends.signals import connection_created
+
         from agentsite import checks  # noqa: F401  (registers the system checks)
+        from agentsite.metrics import on_connection_created
+
+        # Counts the first database connection after a process lost its database.
+        connection_created.connect(on_connection_created, dispatch_uid="agentsite-reconnects")

@@ -23,6 +23,7 @@ from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler  # noqa: E402
 
+from agentsite.metrics import StreamsCounted  # noqa: E402
 from agentsite.origin import BrowserOriginOrToken  # noqa: E402
 from jobs.mcp.endpoint import mcp_or  # noqa: E402
 from sessions.routing import websocket_urlpatterns  # noqa: E402
@@ -30,7 +31,10 @@ from sessions.routing import websocket_urlpatterns  # noqa: E402
 application = ProtocolTypeRouter(
     {
         # The pages' CSS and JS come from the app itself: no build step, no collectstatic.
-        "http": mcp_or(ASGIStaticFilesHandler(django_asgi_app)),
-        "websocket": BrowserOriginOrToken(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
+        # StreamsCounted: this process's open SSE responses and websockets, for /metrics.
+        "http": StreamsCounted(mcp_or(ASGIStaticFilesHandler(django_asgi_app))),
+        "websocket": StreamsCounted(
+            BrowserOriginOrToken(AuthMiddlewareStack(URLRouter(websocket_urlpatterns)))
+        ),
     }
 )

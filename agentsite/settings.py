@@ -95,6 +95,7 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "channels",
     "django_rq",
+    "django_prometheus",
     "ninja",
     "agentsite.apps.AgentsiteConfig",
     "sessions.apps.SessionsConfig",
@@ -102,6 +103,8 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    # Request counts and latencies of this web process (django-prometheus), for /metrics.
+    "django_prometheus.middleware.PrometheusBeforeMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -109,6 +112,7 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "django_prometheus.middleware.PrometheusAfterMiddleware",
     "agentsite.middleware.SyncChainMiddleware",
 ]
 
@@ -286,8 +290,18 @@ DATA_UPLOAD_MAX_MEMORY_SIZE = env_int("AGENTSITE_MAX_BODY_BYTES", 1024 * 1024)
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    # Lines about one job, run or session name it: "... jobs.runner [job_id=job_…]: ...".
+    "filters": {"log_context": {"()": "agentsite.logcontext.LogContextFilter"}},
+    "formatters": {
+        "plain": {"format": "%(asctime)s %(levelname)s %(name)s%(log_context)s: %(message)s"}
+    },
+    "handlers": {
+        "console": {
+            "class": "logging.StreamHandler",
+            "formatter": "plain",
+            "filters": ["log_context"],
+        }
+    },
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
     "loggers": {"django.db.backends": {"level": "WARNING"}},
 }

@@ -6,6 +6,7 @@ from django.urls import include, path
 
 from agentsite.api import api
 from agentsite.health import healthz
+from agentsite.views import metrics_view
 
 handler500 = "agentsite.errors.server_error"
 
@@ -14,6 +15,7 @@ urlpatterns = [
     path("django-rq/", include("django_rq.urls")),
     path("api/", api.urls),
     path("healthz", healthz, name="healthz"),
+    path("metrics", metrics_view, name="metrics"),
     path("login/", auth_views.LoginView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("", include("sessions.urls")),

@@ -82,6 +82,8 @@ class Job(models.Model):
         indexes = [
             models.Index(fields=["owner", "-created_at"]),
             models.Index(fields=["status", "heartbeat_at"]),
+            # /metrics adds the jobs finished since its last scrape (agentsite.metrics).
+            models.Index(fields=["finished_at"], name="job_finished_at_idx"),
         ]
 
     def __str__(self) -> str:

@@ -32,6 +32,7 @@ from django.conf import settings
 from django.db import connections
 from django.utils import timezone
 
+from agentsite.logcontext import logged_with
 from jobs import lifecycle
 from jobs.groups import cancel_key
 from jobs.lifecycle import JobTransitionError
@@ -106,6 +107,7 @@ def outcome_take(path: str) -> tuple[str, dict[str, Any] | None]:
             pass
 
 
+@logged_with("job_id")
 def run_job(job_id: str) -> dict[str, Any] | None:
     """RQ entry point on queue ``tools`` (the RQ job id is ``job_id``).
 
@@ -130,6 +132,7 @@ def run_job(job_id: str) -> dict[str, Any] | None:
         connections.close_all()
 
 
+@logged_with("job_id")
 def job_start_in_worker(*, job_id: str, worker_name: str, timeout_s: float | None = None) -> None:
     """In the worker process, before the fork: start the job (or note that it may not)."""
     STARTED_BY_WORKER.clear()
@@ -142,6 +145,7 @@ def job_start_in_worker(*, job_id: str, worker_name: str, timeout_s: float | Non
         STARTED_BY_WORKER[job_id] = None
 
 
+@logged_with("job_id")
 def job_return_unstarted_in_worker(*, job_id: str) -> None:
     """In the worker process: the horse never began the job it started; queue it again."""
     if STARTED_BY_WORKER.pop(job_id, None) is None:
@@ -152,6 +156,7 @@ def job_return_unstarted_in_worker(*, job_id: str) -> None:
         log.info("job %s not returned to the queue: %s", job_id, exc)
 
 
+@logged_with("job_id")
 def job_finish_in_worker(*, job_id: str, outcome: Any, horse_status: str) -> None:
     """In the worker process, after the horse: record the outcome it returned.
 

@@ -24,6 +24,7 @@ from rq.exceptions import StopRequested
 from rq.job import Job as RqJob
 from rq.worker import BaseWorker
 
+from agentsite import metrics
 from jobs import lifecycle, runner
 
 log = logging.getLogger(__name__)
@@ -44,6 +45,7 @@ def with_reconnect(action: Callable[[], Any]) -> Any:
         return action()
     except DatabaseError:
         connections.close_all()
+        metrics.database_lost()
         return action()
 
 
@@ -63,7 +65,10 @@ class RidesOutRedis(BaseWorker):
         wait = 0.5
         while True:
             try:
-                return step()
+                result = step()
+                if wait > 0.5:  # it had failed: Redis is back
+                    metrics.reconnect_count("redis")
+                return result
             except REDIS_DOWN as exc:
                 if self._stop_requested:
                     raise StopRequested() from exc

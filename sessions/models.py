@@ -131,7 +131,11 @@ class Run(models.Model):
 
     class Meta:
         ordering = ["-created_at"]
-        indexes = [models.Index(fields=["session", "status"])]
+        indexes = [
+            models.Index(fields=["session", "status"]),
+            # /metrics adds the runs finished since its last scrape (agentsite.metrics).
+            models.Index(fields=["finished_at"], name="run_finished_at_idx"),
+        ]
 
     def __str__(self) -> str:
         return self.id

@@ -36,6 +36,8 @@ from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.db import InterfaceError, OperationalError, connections
 
+from agentsite import metrics
+from agentsite.logcontext import log_context_bind, logged_with
 from jobs.registry import get_tool
 from sessions.conversation import Conversation, conversation_build
 from sessions.loop import HANDED_BACK, Turn
@@ -63,6 +65,7 @@ def _db_call(fn: Callable[..., T], kwargs: dict[str, Any], close_after: bool) ->
         return fn(**kwargs)
     except (InterfaceError, OperationalError):
         connections.close_all()  # a restarted database: the next call reconnects
+        metrics.database_lost()
         raise
     finally:
         if close_after:
@@ -123,6 +126,7 @@ class TurnRuntime:
             message = f"{name} did not finish within its {timeout:g}s deadline."
             return {"error": {"code": "tool_timed_out", "message": message}}, True
 
+    @logged_with("run_id")
     async def execute(self, run_id: str) -> str:
         """Execute one run to its end; returns the status it ended in (or ``skipped``)."""
         if self.handing_back is not None:
@@ -130,6 +134,7 @@ class TurnRuntime:
         claim = await self.db(run_start, run_id=run_id)
         if claim is None:
             return "skipped"
+        log_context_bind(session_id=claim.run.session_id)  # this turn's task only
         try:
             if not claim.batch:
                 await self.db(run_complete, run_id=run_id, usage={})

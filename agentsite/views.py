@@ -1,0 +1,47 @@
+"""``/metrics``: Prometheus figures (``agentsite.metrics``), for staff only."""
+
+from __future__ import annotations
+
+from django.contrib.auth.models import AbstractBaseUser
+from django.db import DatabaseError
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.views.decorators.cache import never_cache
+from django.views.decorators.http import require_GET
+from prometheus_client import REGISTRY
+from prometheus_client.exposition import choose_encoder
+
+from agentsite import metrics  # noqa: F401  (registers the deployment's figures)
+from agentsite.api import RETRY_AFTER_S, error_body, user_for_token
+
+
+def _caller(request: HttpRequest) -> AbstractBaseUser | None:
+    """The user of a Bearer token if one is sent, else of the login session."""
+    scheme, _, token = request.headers.get("Authorization", "").partition(" ")
+    if scheme.lower() == "bearer":
+        return user_for_token(token.strip())
+    return request.user if request.user.is_authenticated else None  # type: ignore[return-value]
+
+
+def _error(status: int, code: str, message: str) -> JsonResponse:
+    return JsonResponse(error_body(code, message), status=status)
+
+
+@never_cache
+@require_GET
+def metrics_view(request: HttpRequest) -> HttpResponse:
+    try:
+        user = _caller(request)
+    except DatabaseError:
+        response = _error(503, "unavailable", "The database is unavailable for a moment.")
+        response["Retry-After"] = str(RETRY_AFTER_S)
+        return response
+    if user is None:
+        response = _error(
+            401, "unauthorized", "Log in as staff or send 'Authorization: Bearer <token>'."
+        )
+        response["WWW-Authenticate"] = "Bearer"
+        return response
+    if not getattr(user, "is_staff", False):
+        return _error(403, "forbidden", "Metrics are for staff users.")
+    encode, content_type = choose_encoder(request.headers.get("Accept", ""))
+    return HttpResponse(encode(REGISTRY), content_type=content_type)
