@@ -22,6 +22,7 @@ from ninja import NinjaAPI, Schema
 from ninja.errors import AuthenticationError, HttpError
 from ninja.errors import ValidationError as NinjaValidationError
 from ninja.security import HttpBearer, SessionAuth
+from pydantic import model_validator
 from redis.exceptions import RedisError
 
 from agentsite.models import ApiToken
@@ -79,6 +80,32 @@ def errors(*codes: int) -> dict[int, type[ErrorBody]]:
 # document refuses exactly the blank values the API refuses.
 SPACE = r"[\t-\r\x1c-\x20\x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]"
 NOT_BLANK = SPACE.replace("[", "[^", 1)
+
+
+def contains_nul(value: Any) -> bool:
+    """True when a NUL character is in ``value``, a string or any string inside it."""
+    if isinstance(value, str):
+        return "\x00" in value
+    if isinstance(value, dict):
+        return any(contains_nul(k) or contains_nul(v) for k, v in value.items())
+    if isinstance(value, list):
+        return any(contains_nul(item) for item in value)
+    return False
+
+
+class Body(Schema):
+    """A JSON request body. Text with a NUL character in it is refused (422).
+
+    PostgreSQL stores no NUL in text or JSON, so such a body would fail deep in
+    the write; SQLite would take it. Refusing it here answers the same on both.
+    """
+
+    @model_validator(mode="before")
+    @classmethod
+    def has_no_nul_characters(cls, data: Any) -> Any:
+        if contains_nul(data):
+            raise ValueError("text may not contain NUL (U+0000) characters")
+        return data
 
 
 def error_body(code: str, message: str, details: Any = None) -> dict[str, Any]:

@@ -13,7 +13,7 @@ from ninja import Field, Query, Router, Schema
 from ninja.responses import Status
 from pydantic import ConfigDict
 
-from agentsite.api import NOT_BLANK, ApiError, errors, request_user
+from agentsite.api import NOT_BLANK, ApiError, Body, errors, request_user
 from agentsite.ids import id_pattern
 from jobs import lifecycle, services, webhooks
 from jobs.models import IDEMPOTENCY_KEY_MAX_LENGTH, MAX_DEPENDENCIES, Job
@@ -55,7 +55,7 @@ def job_start_variants(schema: dict[str, Any]) -> None:
     ]
 
 
-class JobStart(Schema):
+class JobStart(Body):
     """The body of ``POST /api/jobs``.
 
     Ninja checks the shape; ``services.job_create`` checks the rest (the tool,

@@ -262,6 +262,8 @@ def job_list(
     session_id: str | None = None,
 ) -> QuerySet[Job]:
     jobs = Job.objects.filter(owner=owner).order_by("-created_at", "-id")
+    if (tool and "\x00" in tool) or (session_id and not is_id("ses", session_id)):
+        return jobs.none()  # names nothing (and PostgreSQL takes no NUL in a query)
     if status:
         jobs = jobs.filter(status=status)
     if tool:

@@ -16,7 +16,7 @@ from ninja import Query, Router, Schema
 from ninja.responses import Status
 from pydantic import ConfigDict, Field
 
-from agentsite.api import NOT_BLANK, SPACE, ApiError, errors, request_user
+from agentsite.api import NOT_BLANK, SPACE, ApiError, Body, errors, request_user
 from agentsite.ids import is_id
 from sessions.models import AgentSession, Event, Run
 from sessions.runs import run_request_cancel
@@ -39,7 +39,7 @@ MODEL_NAMES = ("offline", "scripted", "anthropic")
 MODEL_PATTERN = rf"^{SPACE}*(offline|scripted|anthropic|claude[\s\S]*)?{SPACE}*$"
 
 
-class SessionIn(Schema):
+class SessionIn(Body):
     model_config = ConfigDict(extra="forbid")
 
     title: str = Field(default="", max_length=200)
@@ -52,7 +52,7 @@ class SessionIn(Schema):
     system_prompt: str = Field(default="", max_length=20_000)
 
 
-class MessageIn(Schema):
+class MessageIn(Body):
     model_config = ConfigDict(extra="forbid")
 
     text: str = Field(

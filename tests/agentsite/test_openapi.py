@@ -286,3 +286,39 @@ def post_job(client: Client, body: dict[str, Any]) -> Any:
     return client.post(
         "/api/jobs", body, content_type="application/json", headers={"Idempotency-Key": key}
     )
+
+
+@pytest.mark.parametrize(
+    ("url", "body"),
+    [
+        ("/api/sessions", {"title": "a\x00b"}),
+        ("/api/jobs", {"tool": "write_report", "args": {"topic": "a\x00b"}}),
+        ("/api/jobs", {"tool": "noop", "args": {"a\x00": 1}}),
+    ],
+)
+def test_text_with_a_nul_character_is_refused(
+    api_client: Client, url: str, body: dict[str, Any]
+) -> None:
+    # Before, on PostgreSQL: the NUL reached a text or JSON column (500).
+    response = api_client.post(
+        url, body, content_type="application/json", headers={"Idempotency-Key": "nul"}
+    )
+    assert response.status_code == 422, response.content
+    assert "NUL" in response.json()["error"]["details"][0]["message"]
+
+
+def test_a_message_with_a_nul_character_is_refused(api_client: Client) -> None:
+    session = api_client.post("/api/sessions", {}, content_type="application/json").json()
+    response = api_client.post(
+        f"/api/sessions/{session['session_id']}/messages",
+        {"text": "hello\x00"},
+        content_type="application/json",
+    )
+    assert response.status_code == 422, response.content
+
+
+@pytest.mark.parametrize("query", ["tool=a%00b", "session_id=ses_a%00b"])
+def test_a_job_filter_with_a_nul_character_matches_nothing(api_client: Client, query: str) -> None:
+    response = api_client.get(f"/api/jobs?{query}")
+    assert response.status_code == 200, response.content
+    assert response.json()["items"] == []
