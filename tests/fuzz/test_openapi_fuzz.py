@@ -3,10 +3,12 @@
 Schemathesis reads ``/api/openapi.json`` from a real web server (daphne) with a
 real tool worker and turn worker behind it, generates requests from every
 operation's schema (valid ones and ones that break it), follows the documented
-links from created jobs to the operations on them, and checks each answer: no
-server error, a documented status code, content type and headers, and a body
-that matches the documented schema. The run is derandomized (a fixed seed in
-``schemathesis.toml``), so it sends the same requests every time.
+links from created jobs, sessions and runs to the operations on them, and
+checks each answer: no server error, a documented status code, content type and
+headers, and a body (each event, for the streams) that matches the documented
+schema; also that a request without the token does not succeed, a missing
+required header is refused and an undocumented method is 405. The run is
+derandomized (``schemathesis.toml``), so it sends the same requests every time.
 
 ``make test`` skips this module (marker ``fuzz``); ``make fuzz`` runs it.
 """
@@ -80,6 +82,8 @@ def test_the_api_answers_as_its_openapi_document_says(
     wait_for_workers("turns", 1)
     _, token = ApiToken.issue(user=user, name="fuzz")
     report_path = ARTIFACTS / "fuzz-report.json"
+    web_log = ARTIFACTS / "fuzz-web.log"
+    log_start = web_log.stat().st_size
 
     started = time.monotonic()
     result = schemathesis_run(base, token, report_path)
@@ -88,10 +92,13 @@ def test_the_api_answers_as_its_openapi_document_says(
     (ARTIFACTS / "fuzz-output.txt").write_text(result.stdout + result.stderr)
     report = json.loads(report_path.read_text())
     cases = report["test_cases"]
+    with web_log.open("rb") as log:
+        log.seek(log_start)
+        requests = sum(1 for line in log if b"django.channels.server: HTTP " in line)
     print(
-        f"\nfuzz: {cases['generated']} test cases on {report['operations']['tested']} "
-        f"operations in {elapsed:.0f} s; {cases['with_failures']} with failures "
-        f"(output in {ARTIFACTS / 'fuzz-output.txt'})"
+        f"\nfuzz: {cases['generated']} test cases, {requests} requests answered, on "
+        f"{report['operations']['tested']} operations in {elapsed:.0f} s; "
+        f"{cases['with_failures']} with failures (output in {ARTIFACTS / 'fuzz-output.txt'})"
     )
     assert result.returncode == 0, result.stdout[-20_000:] + result.stderr[-5_000:]
     assert report["operations"]["tested"] == report["operations"]["total"] > 0
