@@ -33,7 +33,6 @@ from sessions.tokens import session_token_seq as token_seq
 
 router = Router(tags=["sessions"])
 
-MODEL_NAMES = ("offline", "scripted", "anthropic")
 # The models a session may name, blanks around allowed: the rule create_session
 # applies and the pattern the document shows.
 MODEL_PATTERN = rf"^{SPACE}*(offline|scripted|anthropic|claude[\s\S]*)?{SPACE}*$"

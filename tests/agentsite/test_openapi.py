@@ -322,3 +322,45 @@ def test_a_job_filter_with_a_nul_character_matches_nothing(api_client: Client, q
     response = api_client.get(f"/api/jobs?{query}")
     assert response.status_code == 200, response.content
     assert response.json()["items"] == []
+
+
+def component_validator(doc: dict[str, Any], name: str) -> jsonschema.Draft202012Validator:
+    schema = {"$ref": f"#/components/schemas/{name}", "components": doc["components"]}
+    return jsonschema.Draft202012Validator(schema)
+
+
+@pytest.mark.parametrize(
+    ("body", "accepted"),
+    [
+        ({"model": "offline"}, True),
+        ({"model": " claude-sonnet-4-5\n"}, True),
+        ({"model": "\u3000"}, True),
+        ({"model": "gpt-4"}, False),
+        ({"model": "offline-ish"}, False),
+        ({"title": "t", "colour": "red"}, False),
+    ],
+)
+def test_the_documented_session_body_is_the_validated_one(
+    api_client: Client, doc: dict[str, Any], body: dict[str, Any], accepted: bool
+) -> None:
+    response = api_client.post("/api/sessions", body, content_type="application/json")
+    assert response.status_code == (201 if accepted else 422), response.content
+    assert component_validator(doc, "SessionIn").is_valid(body) is accepted
+
+
+@pytest.mark.parametrize(
+    ("text", "accepted"),
+    [("hi", True), (" \t\n", False), ("\u3000\x1c", False), ("\ufeff", True)],
+)
+def test_the_documented_message_body_is_the_validated_one(
+    api_client: Client, doc: dict[str, Any], text: str, accepted: bool
+) -> None:
+    # JSON Schema's \s is not Python's: U+FEFF is blank to one, U+001C to the other.
+    session = api_client.post("/api/sessions", {}, content_type="application/json").json()
+    response = api_client.post(
+        f"/api/sessions/{session['session_id']}/messages",
+        {"text": text},
+        content_type="application/json",
+    )
+    assert response.status_code == (202 if accepted else 422), response.content
+    assert component_validator(doc, "MessageIn").is_valid({"text": text}) is accepted
