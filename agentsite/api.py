@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 from datetime import timedelta
+from http import HTTPStatus
 from typing import Any
 
 from django.conf import settings
@@ -21,6 +22,7 @@ from ninja import NinjaAPI, Schema
 from ninja.errors import AuthenticationError, HttpError
 from ninja.errors import ValidationError as NinjaValidationError
 from ninja.security import HttpBearer, SessionAuth
+from pydantic import model_validator
 from redis.exceptions import RedisError
 
 from agentsite import metrics
@@ -53,11 +55,58 @@ class ErrorBody(Schema):
 # Every operation can answer these: no or a bad token (401), a failure nobody
 # expected (500), Redis or the database away for a moment (503).
 ALWAYS = (401, 500, 503)
+# A browser's cookie-authenticated POST, PUT, PATCH or DELETE must carry a CSRF
+# token (403 without it); Django reads a POST's form body for that token, and
+# refuses one above AGENTSITE_MAX_BODY_BYTES (413).
+UNSAFE_METHOD_ERRORS = {
+    "post": (403, 413),
+    "put": (403, 413),
+    "patch": (403, 413),
+    "delete": (403,),
+}
 
 
 def errors(*codes: int) -> dict[int, type[ErrorBody]]:
-    """The documented error answers of an operation: ``codes`` plus ``ALWAYS``."""
+    """The documented error answers of an operation: ``codes`` plus ``ALWAYS``.
+
+    The answers its method brings (``UNSAFE_METHOD_ERRORS``) are added to the
+    document by ``AgentsiteApi``, which knows the method.
+    """
     return {code: ErrorBody for code in sorted({*codes, *ALWAYS})}
+
+
+# Python's whitespace (what ``str.strip`` removes) as a regular-expression class
+# that reads the same in Python and in JSON Schema's ECMA-262 dialect, whose
+# ``\s`` differs from Python's. Patterns in the document use these, so that the
+# document refuses exactly the blank values the API refuses.
+SPACE = r"[\t-\r\x1c-\x20\x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]"
+NOT_BLANK = SPACE.replace("[", "[^", 1)
+
+
+def contains_nul(value: Any) -> bool:
+    """True when a NUL character is in ``value``, a string or any string inside it."""
+    if isinstance(value, str):
+        return "\x00" in value
+    if isinstance(value, dict):
+        return any(contains_nul(k) or contains_nul(v) for k, v in value.items())
+    if isinstance(value, list):
+        return any(contains_nul(item) for item in value)
+    return False
+
+
+class Body(Schema):
+    """A JSON request body. Text with a NUL character in it is refused (422).
+
+    PostgreSQL stores no NUL in text or JSON, so such a body would fail deep in
+    the write; SQLite would take it. Refusing it here answers the same on both.
+    """
+
+    @model_validator(mode="before")
+    @classmethod
+    def has_no_nul_characters(cls, data: Any) -> Any:
+        if contains_nul(data):
+            raise ValueError("text may not contain NUL (U+0000) characters")
+        return data
 
 
 def error_body(code: str, message: str, details: Any = None) -> dict[str, Any]:
@@ -79,6 +128,20 @@ class BearerTokenAuth(HttpBearer):
         return user_for_token(token)
 
 
+class BrowserSessionAuth(SessionAuth):
+    """The browser's login cookie, CSRF-checked on unsafe methods.
+
+    Ninja's ``SessionAuth`` checks CSRF before it looks at the user, so a
+    script's POST with a missing or wrong token was told "CSRF check Failed"
+    (403) instead of 401. Without a logged-in user there is nothing to protect.
+    """
+
+    def __call__(self, request: HttpRequest) -> Any:
+        if not request.user.is_authenticated:
+            return None
+        return super().__call__(request)
+
+
 def user_for_token(raw: str) -> AbstractBaseUser | None:
     """The active user a raw API token belongs to, or None."""
     api_token = ApiToken.objects.for_raw_token(raw)
@@ -92,11 +155,50 @@ def user_for_token(raw: str) -> AbstractBaseUser | None:
     return api_token.user
 
 
-api = NinjaAPI(
+class AgentsiteApi(NinjaAPI):
+    """The NinjaAPI whose OpenAPI document also tells what each method can answer."""
+
+    def get_openapi_schema(self, **kwargs: Any) -> Any:
+        schema = super().get_openapi_schema(**kwargs)
+        for operations in schema["paths"].values():
+            for method, operation in operations.items():
+                document_method_errors(method, operation)
+                document_retry_after(operation)
+        return schema
+
+
+def document_method_errors(method: str, operation: dict[str, Any]) -> None:
+    # Ninja keys responses by int status; JSON turns them into strings.
+    responses = {int(status): response for status, response in operation["responses"].items()}
+    for status in UNSAFE_METHOD_ERRORS.get(method, ()):
+        responses.setdefault(status, error_response(status))
+    operation["responses"] = dict(sorted(responses.items()))
+
+
+def error_response(status: int) -> dict[str, Any]:
+    return {
+        "description": HTTPStatus(status).phrase,
+        "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorBody"}}},
+    }
+
+
+def document_retry_after(operation: dict[str, Any]) -> None:
+    unavailable = operation["responses"].get(503)
+    if unavailable is not None:
+        unavailable["headers"] = {
+            "Retry-After": {
+                "description": "Seconds to wait before trying again.",
+                "required": True,
+                "schema": {"type": "string", "pattern": "^[0-9]+$"},
+            }
+        }
+
+
+api = AgentsiteApi(
     title="agentsite",
     version="1",
     description="Start long tool calls as jobs, run background model turns, resume streams.",
-    auth=[BearerTokenAuth(), SessionAuth()],
+    auth=[BearerTokenAuth(), BrowserSessionAuth()],
     urls_namespace="api",
     docs_url="/docs",
 )
@@ -201,8 +303,12 @@ def on_unexpected_error(request: HttpRequest, exc: Exception) -> HttpResponse:
     return api.create_response(request, body, status=500)
 
 
+class Me(Schema):
+    username: str
+
+
 @api.get(
-    "/me", response={200: dict, **errors()}, tags=["auth"], summary="Who the credentials belong to"
+    "/me", response={200: Me, **errors()}, tags=["auth"], summary="Who the credentials belong to"
 )
 def me(request: HttpRequest) -> dict[str, Any]:
     user = request_user(request)

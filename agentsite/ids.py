@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import secrets
 import string
 
@@ -22,3 +23,13 @@ def new_session_id() -> str:
 
 def new_run_id() -> str:
     return new_id("run")
+
+
+def id_pattern(prefix: str) -> str:
+    """What every id with ``prefix`` looks like (a regular expression)."""
+    return rf"^{prefix}_[a-z0-9]{{1,36}}$"
+
+
+def is_id(prefix: str, value: object) -> bool:
+    """True when ``value`` could be an id with ``prefix``; anything else names nothing."""
+    return isinstance(value, str) and re.fullmatch(id_pattern(prefix), value) is not None

@@ -9,28 +9,100 @@ from __future__ import annotations
 from typing import Any, Literal
 
 from django.http import HttpRequest, HttpResponse
-from ninja import Field, Header, Query, Router, Schema
+from ninja import Field, Query, Router, Schema
 from ninja.responses import Status
+from pydantic import ConfigDict
 
-from agentsite.api import ApiError, errors, request_user
+from agentsite.api import NOT_BLANK, ApiError, Body, errors, request_user
+from agentsite.ids import id_pattern
 from jobs import lifecycle, services, webhooks
-from jobs.models import Job
+from jobs.models import IDEMPOTENCY_KEY_MAX_LENGTH, MAX_DEPENDENCIES, Job
+from jobs.registry import all_tools
 
 router = Router(tags=["jobs"])
 
 
-class JobStart(Schema):
-    tool: str = Field(..., max_length=100)
-    args: dict[str, Any] = Field(default_factory=dict)
-    session_id: str | None = None
-    depends_on: list[str] = Field(default_factory=list)
-    timeout_s: float | None = None
-    callback_url: str = Field("", max_length=2000)
+# Offsets and cursors past this are refused (422) rather than sent to the database,
+# where they overflow its integers.
+MAX_POSITION = 2**31 - 1
+
+
+def job_start_variants(schema: dict[str, Any]) -> None:
+    """Document the body as one variant per async tool: its arguments and its timeout.
+
+    Built from the registry when the document is asked for, so that it lists
+    the tools this deployment has (``AGENTSITE_EXTRA_TOOLS`` included), with
+    the same input models and limits ``services.job_create`` validates with.
+    """
+    tools = [tool for tool in all_tools() if tool.kind == "async"]
+    schema["properties"]["tool"]["enum"] = [tool.name for tool in tools]
+    schema["oneOf"] = [
+        {
+            "title": f"Start {tool.name}",
+            "properties": {
+                "tool": {"const": tool.name},
+                "args": tool.input_schema(),
+                "timeout_s": {
+                    "anyOf": [
+                        {"type": "number", "exclusiveMinimum": 0, "maximum": tool.max_timeout_s},
+                        {"type": "null"},
+                    ],
+                    "description": f"Seconds; default {tool.default_timeout_s:g}.",
+                },
+            },
+        }
+        for tool in tools
+    ]
+
+
+class JobStart(Body):
+    """The body of ``POST /api/jobs``.
+
+    Ninja checks the shape; ``services.job_create`` checks the rest (the tool,
+    its arguments, the timeout, the ids, the callback) and answers with its own
+    error codes. The document states both, so a body it allows is refused only
+    for what a schema cannot know (an id that does not exist, a path missing
+    from the workspace, a host that does not resolve).
+    """
+
+    model_config = ConfigDict(extra="forbid", json_schema_extra=job_start_variants)
+
+    tool: str = Field(..., max_length=100, description="An async tool (see the variants).")
+    args: dict[str, Any] = Field(default_factory=dict, description="The tool's arguments.")
+    session_id: str | None = Field(
+        None,
+        description="One of your sessions: the job's events land in it.",
+        json_schema_extra={
+            "anyOf": [{"type": "string", "pattern": id_pattern("ses")}, {"type": "null"}]
+        },
+    )
+    depends_on: list[str] = Field(
+        default_factory=list,
+        description="Your jobs that must be done before this one starts.",
+        # Checked by services.job_create, which answers bad_dependency.
+        json_schema_extra={
+            "maxItems": MAX_DEPENDENCIES,
+            "items": {"type": "string", "pattern": id_pattern("job")},
+        },
+    )
+    timeout_s: float | None = Field(None, description="Lower the tool's default deadline.")
+    callback_url: str = Field(
+        "", max_length=2000, description="An http(s) URL to POST the final state to."
+    )
+
+
+# Job.Status's values, spelled out so the document names no enum component.
+JobState = Literal["queued", "running", "done", "failed", "cancelled", "timed_out"]
 
 
 class JobHandle(Schema):
     job_id: str
-    status: str
+    status: JobState
+
+
+class CancelHandle(Schema):
+    job_id: str
+    status: JobState | Literal["cancelling"]
 
 
 class Progress(Schema):
@@ -46,7 +118,7 @@ class JobError(Schema):
 class JobStatus(Schema):
     job_id: str
     tool: str
-    status: str
+    status: JobState
     progress: Progress
     created_at: str | None
     started_at: str | None
@@ -58,7 +130,7 @@ class JobStatus(Schema):
 
 class JobResult(Schema):
     job_id: str
-    status: str
+    status: Literal["done"]
     output: Any
 
 
@@ -79,39 +151,78 @@ class WebhookSecretDoc(Schema):
     secret: str
 
 
-ERRORS = errors(400, 404, 409, 413, 422)
+def job_link(operation_id: str, description: str) -> dict[str, Any]:
+    return {
+        "operationId": operation_id,
+        "parameters": {"job_id": "$response.body#/job_id"},
+        "description": description,
+    }
+
+
+JOB_START_OPENAPI: dict[str, Any] = {
+    # Read from the request by the handler, not by Ninja, so that a missing key
+    # is the documented 400 idempotency_key_required rather than a schema error.
+    "parameters": [
+        {
+            "in": "header",
+            "name": "Idempotency-Key",
+            "required": True,
+            "description": "Any string of yours; the same key and body again return the same job.",
+            "schema": {
+                "type": "string",
+                "minLength": 1,
+                "maxLength": IDEMPOTENCY_KEY_MAX_LENGTH,
+                "pattern": NOT_BLANK,
+            },
+        }
+    ],
+    "responses": {
+        202: {
+            "headers": {
+                "Location": {
+                    "description": "The job's status: /api/jobs/{job_id}.",
+                    "required": True,
+                    "schema": {"type": "string"},
+                }
+            },
+            "links": {
+                "JobStatus": job_link("jobs_api_job_status", "Poll the job's status."),
+                "JobResult": job_link("jobs_api_job_result", "Read its output or partial results."),
+                "JobCancel": job_link("jobs_api_job_cancel", "Cancel it."),
+            },
+        }
+    },
+}
 
 
 @router.post(
     "/jobs",
-    response={202: JobHandle, **ERRORS},
+    response={202: JobHandle, **errors(400, 422)},
     summary="Start an async tool as a job",
     description="Requires an Idempotency-Key header: a repeat of the same request with the "
     "same key returns the same job; the key with a different request is refused (422).",
+    openapi_extra=JOB_START_OPENAPI,
 )
 def job_start(
-    request: HttpRequest,
-    response: HttpResponse,
-    body: JobStart,
-    idempotency_key: str = Header("", alias="Idempotency-Key"),
+    request: HttpRequest, response: HttpResponse, body: JobStart
 ) -> Status[dict[str, str]]:
     job, _ = services.job_create(
         owner=request_user(request),
-        idempotency_key=idempotency_key,
+        idempotency_key=request.headers.get("Idempotency-Key", ""),
         **body.dict(),
     )
     response["Location"] = f"/api/jobs/{job.id}"
-    return Status(202, {"job_id": job.id, "status": "queued"})
+    return Status(202, {"job_id": job.id, "status": job.status})
 
 
-@router.get("/jobs", response={200: JobPage, **ERRORS}, summary="Your jobs, newest first")
+@router.get("/jobs", response={200: JobPage, **errors(422)}, summary="Your jobs, newest first")
 def job_list(
     request: HttpRequest,
-    status: Literal["queued", "running", "done", "failed", "cancelled", "timed_out"] | None = None,
+    status: JobState | None = None,
     tool: str | None = None,
     session_id: str | None = None,
     limit: int = Query(50, ge=1, le=200),
-    offset: int = Query(0, ge=0),
+    offset: int = Query(0, ge=0, le=MAX_POSITION),
 ) -> dict[str, Any]:
     jobs = services.job_list(
         owner=request_user(request), status=status, tool=tool, session_id=session_id
@@ -125,7 +236,7 @@ def job_list(
     }
 
 
-@router.get("/jobs/{job_id}", response={200: JobStatus, **ERRORS}, summary="A job's status")
+@router.get("/jobs/{job_id}", response={200: JobStatus, **errors(404)}, summary="A job's status")
 def job_status(request: HttpRequest, job_id: str) -> dict[str, Any]:
     job = services.job_get(owner=request_user(request), job_id=job_id)
     return services.job_status_doc(job)
@@ -133,13 +244,16 @@ def job_status(request: HttpRequest, job_id: str) -> dict[str, Any]:
 
 @router.get(
     "/jobs/{job_id}/result",
-    response={200: JobResult | ResultPage, **ERRORS},
+    response={200: JobResult | ResultPage, **errors(404, 409, 422)},
     summary="A finished job's output, or pages of partial results with ?cursor=",
+    description="Without `cursor`: the output of a done job, 409 (`not_finished`, `job_failed`, "
+    "`job_cancelled`, `job_timed_out`) otherwise. With `cursor`: partial results from there "
+    "on, also while the job runs.",
 )
 def job_result(
     request: HttpRequest,
     job_id: str,
-    cursor: int | None = Query(None, ge=0),
+    cursor: int | None = Query(None, ge=0, le=MAX_POSITION),
     limit: int = Query(100, ge=1, le=500),
 ) -> dict[str, Any]:
     job = services.job_get(owner=request_user(request), job_id=job_id)
@@ -150,7 +264,7 @@ def job_result(
 
 @router.delete(
     "/jobs/{job_id}",
-    response={202: JobHandle, **ERRORS},
+    response={202: CancelHandle, **errors(404, 409)},
     summary="Cancel a job",
     description="202 with the state reached: `cancelling` while a running job stops, or its "
     "final state. 409 `already_finished` once the job is final.",
@@ -173,7 +287,7 @@ def job_cancel(request: HttpRequest, job_id: str) -> Status[dict[str, str]]:
 
 @router.get(
     "/webhook-secret",
-    response={200: WebhookSecretDoc, **ERRORS},
+    response={200: WebhookSecretDoc, **errors()},
     tags=["webhooks"],
     summary="Your secret for verifying job callbacks (Standard Webhooks)",
 )
@@ -183,7 +297,7 @@ def webhook_secret(request: HttpRequest) -> dict[str, str]:
 
 @router.post(
     "/webhook-secret/rotate",
-    response={200: WebhookSecretDoc, **ERRORS},
+    response={200: WebhookSecretDoc, **errors()},
     tags=["webhooks"],
     summary="Replace your webhook secret",
 )

@@ -5,6 +5,10 @@ from django.db import models
 
 from agentsite.ids import new_job_id
 
+# Limits of a start request, shared by its validation and the API's document of it.
+MAX_DEPENDENCIES = 20
+IDEMPOTENCY_KEY_MAX_LENGTH = 255
+
 
 class Job(models.Model):
     """One async tool call. ``jobs.lifecycle`` is the only writer of ``status``."""
@@ -46,7 +50,7 @@ class Job(models.Model):
     error_code = models.CharField(max_length=50, blank=True, editable=False)
     error_message = models.TextField(blank=True, editable=False)
     # NULL, not "", once released: the unique constraint only covers live keys.
-    idempotency_key = models.CharField(max_length=255, null=True, blank=True)  # noqa: DJ001
+    idempotency_key = models.CharField(max_length=IDEMPOTENCY_KEY_MAX_LENGTH, null=True, blank=True)  # noqa: DJ001
     request_hash = models.CharField(max_length=64, blank=True)
     idempotency_expires_at = models.DateTimeField(null=True, blank=True)
     depends_on = models.ManyToManyField(

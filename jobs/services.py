@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any
@@ -22,14 +21,11 @@ from django.utils import timezone
 from pydantic import BaseModel, ValidationError
 
 from agentsite.api import ApiError
+from agentsite.ids import is_id
 from jobs import lifecycle
 from jobs.addresses import AddressRefused, check_url
-from jobs.models import Job, JobChunk
+from jobs.models import IDEMPOTENCY_KEY_MAX_LENGTH, MAX_DEPENDENCIES, Job, JobChunk
 from jobs.registry import Tool, get_tool
-
-JOB_ID_RE = re.compile(r"^job_[a-z0-9]{1,36}$")
-MAX_DEPENDENCIES = 20
-MAX_KEY_LENGTH = 255
 
 
 class JobRequestError(ApiError):
@@ -104,7 +100,7 @@ def job_create(
         raise JobRequestError(
             400, "idempotency_key_required", "Send an Idempotency-Key header to start a job."
         )
-    if len(key) > MAX_KEY_LENGTH:
+    if len(idempotency_key) > IDEMPOTENCY_KEY_MAX_LENGTH:
         raise JobRequestError(400, "idempotency_key_invalid", "The Idempotency-Key is too long.")
     spec = tool_for_request(tool, kind="async")
     clean_args = tool_args_validate(spec, args)
@@ -195,14 +191,14 @@ def timeout_validate(tool: Tool, timeout_s: float | None) -> float:
 def dependencies_validate(owner: Any, depends_on: Sequence[str]) -> list[str]:
     if isinstance(depends_on, str) or not isinstance(depends_on, Sequence):
         raise JobRequestError(422, "bad_dependency", "depends_on must be a list of job ids.")
-    ids = list(dict.fromkeys(depends_on))
-    if not ids:
-        return ids
-    if len(ids) > MAX_DEPENDENCIES:
+    if len(depends_on) > MAX_DEPENDENCIES:
         raise JobRequestError(
             422, "bad_dependency", f"A job may depend on at most {MAX_DEPENDENCIES} jobs."
         )
-    malformed = [i for i in ids if not isinstance(i, str) or not JOB_ID_RE.match(i)]
+    ids = list(dict.fromkeys(depends_on))
+    if not ids:
+        return ids
+    malformed = [i for i in ids if not is_id("job", i)]
     found = set(
         Job.objects.filter(owner=owner, id__in=[i for i in ids if i not in malformed]).values_list(
             "id", flat=True
@@ -221,7 +217,10 @@ def session_validate(owner: Any, session_id: str | None) -> None:
         return
     from sessions.models import AgentSession
 
-    if not AgentSession.objects.filter(pk=session_id, owner=owner).exists():
+    if (
+        not is_id("ses", session_id)
+        or not AgentSession.objects.filter(pk=session_id, owner=owner).exists()
+    ):
         raise JobRequestError(
             422, "unknown_session", "session_id does not name one of your sessions."
         )
@@ -247,7 +246,7 @@ def job_retry(*, job: Job) -> Job:
 
 def job_get(*, owner: Any, job_id: str) -> Job:
     """The owner's job; ``not_found`` for anyone else's, unknown or malformed ids."""
-    if not isinstance(job_id, str) or not JOB_ID_RE.match(job_id):
+    if not is_id("job", job_id):
         raise JobRequestError(404, "not_found", "No such job.")
     job = Job.objects.filter(id=job_id, owner=owner).first()
     if job is None:
@@ -263,6 +262,8 @@ def job_list(
     session_id: str | None = None,
 ) -> QuerySet[Job]:
     jobs = Job.objects.filter(owner=owner).order_by("-created_at", "-id")
+    if (tool and "\x00" in tool) or (session_id and not is_id("ses", session_id)):
+        return jobs.none()  # names nothing (and PostgreSQL takes no NUL in a query)
     if status:
         jobs = jobs.filter(status=status)
     if tool:

@@ -8,14 +8,16 @@ is finished and the token is ``null``.
 
 from __future__ import annotations
 
-from typing import Any
+import re
+from typing import Any, Literal
 
 from django.http import HttpRequest
 from ninja import Query, Router, Schema
 from ninja.responses import Status
-from pydantic import Field
+from pydantic import ConfigDict, Field
 
-from agentsite.api import ApiError, errors, request_user
+from agentsite.api import NOT_BLANK, SPACE, ApiError, Body, errors, request_user
+from agentsite.ids import is_id
 from sessions.models import AgentSession, Event, Run
 from sessions.runs import run_request_cancel
 from sessions.services import (
@@ -31,22 +33,151 @@ from sessions.tokens import session_token_seq as token_seq
 
 router = Router(tags=["sessions"])
 
-MODEL_NAMES = ("offline", "scripted", "anthropic")
+# The models a session may name, blanks around allowed: the rule create_session
+# applies and the pattern the document shows.
+MODEL_PATTERN = rf"^{SPACE}*(offline|scripted|anthropic|claude[\s\S]*)?{SPACE}*$"
 
 
-class SessionIn(Schema):
+class SessionIn(Body):
+    model_config = ConfigDict(extra="forbid")
+
     title: str = Field(default="", max_length=200)
-    model: str = Field(default="", max_length=100)
+    model: str = Field(
+        default="",
+        max_length=100,
+        description="offline, scripted or a claude-* model name; empty for the default.",
+        json_schema_extra={"pattern": MODEL_PATTERN},
+    )
     system_prompt: str = Field(default="", max_length=20_000)
 
 
-class MessageIn(Schema):
-    text: str = Field(min_length=1, max_length=100_000)
+class MessageIn(Body):
+    model_config = ConfigDict(extra="forbid")
+
+    text: str = Field(
+        min_length=1,
+        max_length=100_000,
+        description="Not only whitespace.",
+        json_schema_extra={"pattern": NOT_BLANK},
+    )
 
 
 class EventsQuery(Schema):
     after: str = ""
     limit: int = Field(default=100, ge=1, le=1000)
+
+
+# The models' choices, spelled out so the document names no enum component.
+SessionState = Literal["idle", "running"]
+RunState = Literal["queued", "running", "completed", "failed", "cancelled"]
+EventKind = Literal[
+    "user_message",
+    "assistant_delta",
+    "assistant_message",
+    "tool_call",
+    "tool_result",
+    "job_event",
+    "run_started",
+    "run_finished",
+    "run_requeued",
+    "error",
+]
+
+
+class SessionDoc(Schema):
+    session_id: str
+    title: str
+    model: str
+    system_prompt: str
+    state: SessionState
+    last_seq: int
+    created_at: str
+    updated_at: str
+
+
+class SessionList(Schema):
+    sessions: list[SessionDoc]
+
+
+class SessionDeleted(Schema):
+    session_id: str
+    deleted: bool
+    cancelled_runs: int
+    cancelled_jobs: int
+
+
+class MessageAccepted(Schema):
+    run_id: str
+    continuation_token: str
+
+
+class EventDoc(Schema):
+    seq: int
+    kind: EventKind
+    payload: dict[str, Any]
+    created_at: str
+    token: str
+
+
+class EventPage(Schema):
+    events: list[EventDoc]
+    next_token: str
+
+
+class RunPoll(Schema):
+    run_id: str
+    status: RunState
+    text: str
+    continuation_token: str | None = Field(description="null once the run is finished.")
+
+
+class RunCancelled(Schema):
+    run_id: str
+    status: RunState | Literal["cancelling"]
+
+
+def link(operation_id: str, parameter: str, pointer: str, description: str) -> dict[str, Any]:
+    return {
+        "operationId": operation_id,
+        "parameters": {parameter: f"$response.body#/{pointer}"},
+        "description": description,
+    }
+
+
+def session_link(operation_id: str, description: str) -> dict[str, Any]:
+    return link(operation_id, "session_id", "session_id", description)
+
+
+def run_link(operation_id: str, description: str) -> dict[str, Any]:
+    return link(operation_id, "run_id", "run_id", description)
+
+
+SESSION_LINKS = {
+    "responses": {
+        201: {
+            "links": {
+                "ReadSession": session_link("sessions_api_read_session", "Read it."),
+                "PostMessage": session_link("sessions_api_post_message", "Send a message."),
+                "ListEvents": session_link("sessions_api_list_events", "Read its log."),
+                "FollowSession": session_link(
+                    "sessions_streams_session_stream", "Follow its events."
+                ),
+                "DeleteSession": session_link("sessions_api_delete_session", "Delete it."),
+            }
+        }
+    }
+}
+RUN_LINKS = {
+    "responses": {
+        202: {
+            "links": {
+                "PollRun": run_link("sessions_api_poll_run", "Poll the run's text."),
+                "FollowRun": run_link("sessions_streams_run_stream", "Follow the run's events."),
+                "CancelRun": run_link("sessions_api_cancel_run", "Stop the run."),
+            }
+        }
+    }
+}
 
 
 def session_doc(session: AgentSession) -> dict[str, Any]:
@@ -70,7 +201,8 @@ def _session(request: HttpRequest, session_id: str) -> AgentSession:
 
 
 def _run(request: HttpRequest, run_id: str) -> Run:
-    run = Run.objects.filter(pk=run_id, owner_id=request_user(request).pk).first()
+    user = request_user(request)
+    run = Run.objects.filter(pk=run_id, owner_id=user.pk).first() if is_id("run", run_id) else None
     if run is None:
         raise ApiError(404, "not_found", "No such run.")
     return run
@@ -83,38 +215,44 @@ def token_api_error(exc: BadToken | ForeignToken) -> ApiError:
     return ApiError(400, "bad_token", str(exc) or "The continuation token is not valid.")
 
 
-@router.post("/sessions", response={201: dict, **errors(400, 413, 422)}, summary="Create a session")
+@router.post(
+    "/sessions",
+    response={201: SessionDoc, **errors(400, 422)},
+    summary="Create a session",
+    openapi_extra=SESSION_LINKS,
+)
 def create_session(request: HttpRequest, body: SessionIn) -> Status[dict[str, Any]]:
-    model = body.model.strip()
-    if model and model not in MODEL_NAMES and not model.startswith("claude"):
+    if not re.fullmatch(MODEL_PATTERN, body.model):
         raise ApiError(
             422,
             "invalid_model",
             "Unknown model: use offline, scripted or a claude-* model name.",
-            {"model": model},
+            {"model": body.model},
         )
     session = session_create(
         owner=request_user(request),
         title=body.title,
-        model=model,
+        model=body.model.strip(),
         system_prompt=body.system_prompt,
     )
     return Status(201, session_doc(session))
 
 
-@router.get("/sessions", response={200: dict, **errors()}, summary="List your sessions")
+@router.get("/sessions", response={200: SessionList, **errors()}, summary="List your sessions")
 def list_sessions(request: HttpRequest) -> dict[str, Any]:
     return {"sessions": [session_doc(s) for s in session_list(owner=request_user(request))]}
 
 
-@router.get("/sessions/{session_id}", response={200: dict, **errors(404)}, summary="Read a session")
+@router.get(
+    "/sessions/{session_id}", response={200: SessionDoc, **errors(404)}, summary="Read a session"
+)
 def read_session(request: HttpRequest, session_id: str) -> dict[str, Any]:
     return session_doc(_session(request, session_id))
 
 
 @router.delete(
     "/sessions/{session_id}",
-    response={200: dict, **errors(404)},
+    response={200: SessionDeleted, **errors(404)},
     summary="Delete a session, cancelling its jobs and runs",
 )
 def delete_session(request: HttpRequest, session_id: str) -> dict[str, Any]:
@@ -129,21 +267,25 @@ def delete_session(request: HttpRequest, session_id: str) -> dict[str, Any]:
 
 @router.post(
     "/sessions/{session_id}/messages",
-    response={202: dict, **errors(400, 404, 413, 422)},
+    response={202: MessageAccepted, **errors(400, 404, 422)},
     summary="Send a message",
+    openapi_extra=RUN_LINKS,
 )
 def post_message(request: HttpRequest, session_id: str, body: MessageIn) -> Status[dict[str, Any]]:
     session = _session(request, session_id)
-    if not body.text.strip():
+    if not re.search(NOT_BLANK, body.text):
         raise ApiError(422, "invalid_request", "The message text is empty.")
-    event, run = message_post(session=session, text=body.text)
+    try:
+        event, run = message_post(session=session, text=body.text)
+    except SessionNotFound as exc:  # deleted meanwhile
+        raise ApiError(404, "not_found", "No such session.") from exc
     token = run_token(run_id=run.id, owner_id=session.owner_id, seq=event.seq)
     return Status(202, {"run_id": run.id, "continuation_token": token})
 
 
 @router.get(
     "/sessions/{session_id}/events",
-    response={200: dict, **errors(400, 404, 422)},
+    response={200: EventPage, **errors(400, 404, 422)},
     summary="Read the log after a token",
 )
 def list_events(request: HttpRequest, session_id: str, query: Query[EventsQuery]) -> dict[str, Any]:
@@ -176,7 +318,7 @@ def list_events(request: HttpRequest, session_id: str, query: Query[EventsQuery]
 
 @router.get(
     "/runs/{run_id}",
-    response={200: dict, **errors(400, 404)},
+    response={200: RunPoll, **errors(400, 404)},
     summary="Poll a run with its continuation token",
 )
 def poll_run(request: HttpRequest, run_id: str, continuation_token: str = "") -> dict[str, Any]:
@@ -205,7 +347,9 @@ def poll_run(request: HttpRequest, run_id: str, continuation_token: str = "") ->
     }
 
 
-@router.post("/runs/{run_id}/cancel", response={202: dict, **errors(404)}, summary="Stop a run")
+@router.post(
+    "/runs/{run_id}/cancel", response={202: RunCancelled, **errors(404)}, summary="Stop a run"
+)
 def cancel_run(request: HttpRequest, run_id: str) -> Status[dict[str, Any]]:
     run = _run(request, run_id)
     return Status(202, {"run_id": run.id, "status": run_request_cancel(run_id=run.id)})

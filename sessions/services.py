@@ -8,6 +8,7 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
+from agentsite.ids import is_id
 from agentsite.queries import get_or_none
 from sessions.inbox import inbox_append_locked
 from sessions.models import AgentSession, Event, Run
@@ -30,6 +31,8 @@ def session_create(
 
 def session_get(*, owner: Any, session_id: str) -> AgentSession:
     """The owner's live session; raises SessionNotFound for anyone else's or a deleted one."""
+    if not is_id("ses", session_id):
+        raise SessionNotFound(f"No session {session_id!r}.")
     session = get_or_none(
         AgentSession.objects.filter(pk=session_id, owner_id=owner.pk, deleted_at__isnull=True)
     )

@@ -34,6 +34,7 @@ from django.http import HttpRequest, StreamingHttpResponse
 from ninja import Router
 
 from agentsite.api import ApiError, errors, request_user
+from agentsite.ids import is_id
 from agentsite.queries import get_or_none
 from sessions.api import token_api_error
 from sessions.models import AgentSession, Event, Run
@@ -68,6 +69,8 @@ log_read = functools.partial(database_sync_to_async, thread_sensitive=False)
 
 @log_read
 def owned_session(user: AbstractBaseUser, session_id: str) -> AgentSession | None:
+    if not is_id("ses", session_id):
+        return None
     return get_or_none(
         AgentSession.objects.filter(pk=session_id, owner_id=user.pk, deleted_at__isnull=True)
     )
@@ -75,6 +78,8 @@ def owned_session(user: AbstractBaseUser, session_id: str) -> AgentSession | Non
 
 @log_read
 def owned_run(user: AbstractBaseUser, run_id: str) -> Run | None:
+    if not is_id("run", run_id):
+        return None
     return get_or_none(Run.objects.filter(pk=run_id, owner_id=user.pk))
 
 
@@ -266,29 +271,29 @@ FRAME_SCHEMA = {
         "token": {"type": "string", "description": "Continuation token (as in `id:`)."},
     },
 }
+# One server-sent event as an EventSource sees it (a comment line is no event).
+# In OpenAPI 3.1 the schema of a text/event-stream describes each of its events.
+SSE_EVENT_SCHEMA = {
+    "type": "object",
+    "required": ["id", "data"],
+    "properties": {
+        "id": {"type": "string", "description": "Continuation token: resume after this event."},
+        "event": {"const": "message", "description": "Always the default type."},
+        "retry": {"type": "integer", "description": "Reconnection delay in ms (first event)."},
+        "data": {
+            "type": "string",
+            "contentMediaType": "application/json",
+            "contentSchema": FRAME_SCHEMA,
+        },
+    },
+}
 SSE_OPENAPI = {
     "responses": {
         200: {
             "description": "A text/event-stream. Each event's `id:` is its continuation token "
-            "and its `data:` one JSON frame (`x-sse-event` gives both); a comment line "
-            "(`: heartbeat`) comes every 15 s without traffic, and `retry:` once at the start.",
-            "content": {
-                "text/event-stream": {
-                    "schema": {"type": "string", "contentMediaType": "text/event-stream"},
-                    "x-sse-event": {
-                        "type": "object",
-                        "required": ["id", "data"],
-                        "properties": {
-                            "id": {"type": "string", "description": "Continuation token."},
-                            "data": {
-                                "type": "string",
-                                "contentMediaType": "application/json",
-                                "contentSchema": FRAME_SCHEMA,
-                            },
-                        },
-                    },
-                }
-            },
+            "and its `data:` one JSON frame; a comment line (`: heartbeat`) comes every 15 s "
+            "without traffic, and `retry:` once at the start.",
+            "content": {"text/event-stream": {"schema": SSE_EVENT_SCHEMA}},
         }
     }
 }
