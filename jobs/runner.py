@@ -12,6 +12,9 @@ heartbeat thread beside it, which
   the final state (``cancelled`` / ``timed_out``) and has RQ stop the horse
   (its stop-job command), so a tool that swallows every exception still ends.
 
+A database restart costs the tool a wait, never the job: a partial result
+waits for the database, progress and heartbeats are written at the next beat.
+
 The final state is whatever happened first: a tool that returns before it is
 forced out ends ``done`` even if a cancel arrived meanwhile; the lifecycle's
 compare-and-set makes the loser of that race a no-op.
@@ -32,6 +35,7 @@ from django.conf import settings
 from django.db import connections
 from django.utils import timezone
 
+from agentsite.database import DATABASE_AWAY, through_database_outage
 from jobs import lifecycle
 from jobs.groups import cancel_key
 from jobs.lifecycle import JobTransitionError
@@ -124,7 +128,12 @@ def run_job(job_id: str) -> dict[str, Any] | None:
             # The worker that forked this horse is gone (killed on its own): nobody
             # will read the outcome, so the horse records the end itself.
             log.warning("job %s: its worker is gone; recording the outcome here", job_id)
-            job_finish_in_worker(job_id=job_id, outcome=execution.outcome, horse_status="finished")
+            through_database_outage(
+                lambda: job_finish_in_worker(
+                    job_id=job_id, outcome=execution.outcome, horse_status="finished"
+                ),
+                what=f"end of job {job_id}",
+            )
         return execution.outcome
     finally:
         connections.close_all()
@@ -210,7 +219,11 @@ class RunnerToolContext:
         with self._lock:
             index = self._next_index
             try:
-                lifecycle.job_partial(job_id=self._job_id, index=index, item=item)
+                # A database restart costs the tool a wait, not the job.
+                through_database_outage(
+                    lambda: lifecycle.job_partial(job_id=self._job_id, index=index, item=item),
+                    what=f"partial result {index} of job {self.job_id}",
+                )
             except JobTransitionError:
                 # The job already ended elsewhere (stopped, swept): nothing more to add.
                 self.stop_reason = self.stop_reason or StopReason.CANCEL
@@ -245,6 +258,13 @@ class RunnerToolContext:
             lifecycle.job_progress(job_id=self._job_id, fraction=pending[0], message=pending[1])
         except JobTransitionError:
             pass  # the job already ended; late progress is dropped
+        except DATABASE_AWAY:
+            # The database is away for a moment: the next flush writes it, unless newer
+            # progress came meanwhile. Never the tool's problem.
+            connections.close_all()
+            with self._lock:
+                if self._pending_progress is None:
+                    self._pending_progress = pending
 
     def signal_stop(self, reason: str) -> bool:
         """Tell the tool to stop; True the first time."""
@@ -296,11 +316,22 @@ class Heartbeat(threading.Thread):
             connections.close_all()
 
     def beat_loop(self) -> None:
+        away = False
         try:
             while True:
-                self.ctx.progress_flush()
-                if not lifecycle.job_heartbeat(job_id=self.ctx._job_id):
-                    self.ctx.signal_stop(StopReason.CANCEL)  # it ended elsewhere (swept)
+                try:
+                    self.ctx.progress_flush()
+                    if not lifecycle.job_heartbeat(job_id=self.ctx._job_id):
+                        self.ctx.signal_stop(StopReason.CANCEL)  # it ended elsewhere (swept)
+                    away = False
+                except DATABASE_AWAY as exc:
+                    # A database restart: beat again, on a new connection, next time.
+                    if not away:
+                        log.warning(
+                            "heartbeat of %s: database unavailable (%s)", self.ctx.job_id, exc
+                        )
+                    away = True
+                    connections.close_all()
                 if self.finished.wait(settings.AGENTSITE_JOB_HEARTBEAT_S):
                     break
         except Exception:
