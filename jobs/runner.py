@@ -152,35 +152,40 @@ def job_start_in_worker(*, job_id: str, worker_name: str, timeout_s: float | Non
 
 
 def job_return_unstarted_in_worker(*, job_id: str) -> None:
-    """In the worker process: the horse never began the job it started; queue it again."""
-    if STARTED_BY_WORKER.pop(job_id, None) is None:
-        return
-    try:
-        lifecycle.job_return_unstarted(job_id=job_id)
-    except JobTransitionError as exc:
-        log.info("job %s not returned to the queue: %s", job_id, exc)
+    """In the worker process: the horse never began the job it started; queue it again.
+
+    The job is forgotten only once this is recorded, so that a try that failed on
+    the database can be made again.
+    """
+    if STARTED_BY_WORKER.get(job_id) is not None:
+        try:
+            lifecycle.job_return_unstarted(job_id=job_id)
+        except JobTransitionError as exc:
+            log.info("job %s not returned to the queue: %s", job_id, exc)
+    STARTED_BY_WORKER.pop(job_id, None)
 
 
 def job_finish_in_worker(*, job_id: str, outcome: Any, horse_status: str) -> None:
     """In the worker process, after the horse: record the outcome it returned.
 
     No outcome means the horse died without one (killed, crashed); unless the
-    job already ended (a forced stop records its own state), it failed.
+    job already ended (a forced stop records its own state), it failed. The job
+    is forgotten only once its end is recorded, so that a try that failed on the
+    database can be made again.
     """
-    started = STARTED_BY_WORKER.pop(job_id, None)
-    if started is None:
-        return
-    try:
-        if isinstance(outcome, dict) and outcome.get("transition") in FINISHING_TRANSITIONS:
-            getattr(lifecycle, outcome["transition"])(job_id=job_id, **outcome["kwargs"])
-        else:
-            lifecycle.job_fail(
-                job_id=job_id,
-                code="worker_lost",
-                message=f"The work horse ended without a result (RQ status {horse_status}).",
-            )
-    except JobTransitionError as exc:
-        log.info("job %s already ended: %s", job_id, exc)
+    if STARTED_BY_WORKER.get(job_id) is not None:
+        try:
+            if isinstance(outcome, dict) and outcome.get("transition") in FINISHING_TRANSITIONS:
+                getattr(lifecycle, outcome["transition"])(job_id=job_id, **outcome["kwargs"])
+            else:
+                lifecycle.job_fail(
+                    job_id=job_id,
+                    code="worker_lost",
+                    message=f"The work horse ended without a result (RQ status {horse_status}).",
+                )
+        except JobTransitionError as exc:
+            log.info("job %s already ended: %s", job_id, exc)
+    STARTED_BY_WORKER.pop(job_id, None)
 
 
 class StopReason:

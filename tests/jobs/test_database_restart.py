@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 
-from jobs import lifecycle
+from agentsite.database import through_database_outage
+from jobs import lifecycle, runner
 from jobs.models import Job, JobChunk
 from jobs.runner import Heartbeat, RunnerToolContext
 from tests.agentsite.test_database import database_away_for
@@ -58,3 +59,21 @@ def test_progress_while_the_database_is_away_is_written_once_it_is_back(user: An
         ctx.progress(0.5, "half way")  # Before: the OperationalError reached the tool.
     ctx.progress_flush()
     assert Job.objects.get(pk=job.pk).progress_message == "half way"
+
+
+def test_the_worker_records_a_jobs_end_once_the_database_is_back(user: Any) -> None:
+    job = running_job(user)
+    runner.STARTED_BY_WORKER[job.id] = job
+    outcome = {"transition": "job_succeed", "kwargs": {"result": {"summary": "slept"}}}
+    with database_away_for(1.5):
+        through_database_outage(
+            lambda: runner.job_finish_in_worker(
+                job_id=job.id, outcome=outcome, horse_status="finished"
+            ),
+            what="test",
+        )
+    # Before: the first try forgot the job, so the second did nothing and the job
+    # stayed running until the sweep failed it as worker_lost.
+    job.refresh_from_db()
+    assert (job.status, job.result) == (Job.Status.DONE, {"summary": "slept"})
+    assert job.id not in runner.STARTED_BY_WORKER
