@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: run test bench install lint migrations-check clean
+.PHONY: run test chaos bench install lint migrations-check clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -c 'import sys; sys.exit("agentsite needs Python 3.11+") if sys.version_info < (3, 11) else None'
@@ -20,6 +20,10 @@ run: install
 
 test: install
 	$(PY) -m pytest $(PYTEST_ARGS)
+
+# The scale-out layout under faults, on a PostgreSQL and a Redis of its own (tests/chaos/).
+chaos: install
+	$(PY) -m pytest -p tests.chaos.environment -s tests/chaos/suite.py $(PYTEST_ARGS)
 
 bench: install
 	$(PY) bench/run.py

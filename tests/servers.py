@@ -116,5 +116,8 @@ class OwnPostgres:
 
     def remove(self) -> None:
         if (self.data_dir / "postmaster.pid").exists():
-            self.stop("immediate")
+            try:
+                self.stop("immediate")
+            except RuntimeError:
+                pass  # already gone; its directory goes all the same
         shutil.rmtree(self.root, ignore_errors=True)

@@ -41,11 +41,21 @@ def headers_for(user: Any) -> dict[str, str]:
 
 
 def start_job(
-    base: str, headers: dict[str, str], key: str, tool: str = "noop", **args: Any
+    base: str,
+    headers: dict[str, str],
+    key: str,
+    tool: str = "noop",
+    *,
+    session_id: str | None = None,
+    **args: Any,
 ) -> httpx.Response:
+    """POST /api/jobs: ``tool`` with ``args``, in ``session_id`` if given."""
+    body: dict[str, Any] = {"tool": tool, "args": args}
+    if session_id is not None:
+        body["session_id"] = session_id
     return httpx.post(
         f"{base}/api/jobs",
-        json={"tool": tool, "args": args},
+        json=body,
         headers={**headers, "Idempotency-Key": key},
         timeout=10,
     )
