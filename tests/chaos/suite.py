@@ -80,6 +80,7 @@ WORKERS = {
     "scheduler": ["scheduler"],
 }
 TRAFFIC_EVERY_S = 1.5
+FOLLOWER_HANGS_UP_S = 7
 # Longer than the pool timeout above, so that requests meanwhile get their 503.
 DB_DOWN_S = 5
 
@@ -113,8 +114,10 @@ def describe(response: httpx.Response) -> str:
 class Follower(threading.Thread):
     """A client following a session over SSE, resuming after every drop with its last token.
 
-    Each connection goes to the next web process, so a resume also crosses
-    processes. Every refused reconnection is kept for the final check.
+    It also hangs up by itself every ``FOLLOWER_HANGS_UP_S``, as a flaky network
+    would, so that resumes happen during every fault. Each connection goes to
+    the next web process, so a resume also crosses processes. Every refused
+    reconnection is kept for the final check.
     """
 
     def __init__(self, bases: list[str], session_id: str, headers: dict[str, str]) -> None:
@@ -140,13 +143,14 @@ class Follower(threading.Thread):
     def follow(self, base: str) -> None:
         headers = {**self.headers, "Last-Event-ID": self.last_token}
         url = f"{base}/api/sessions/{self.session_id}/stream"
+        hang_up_at = time.monotonic() + FOLLOWER_HANGS_UP_S
         with httpx.stream("GET", url, headers=headers, timeout=httpx.Timeout(10, read=15)) as r:
             if r.status_code != 200:
                 r.read()
                 self.refusals.append(r)
                 return
             for event in sse_events(r.iter_lines()):
-                if self.stopping.is_set():
+                if self.stopping.is_set() or time.monotonic() > hang_up_at:
                     return
                 if event["data"] is not None:
                     self.seqs.append(event["data"]["seq"])
@@ -496,7 +500,8 @@ def everything_ended_truthfully_and_the_follower_saw_the_log(layout: Layout) -> 
     assert wait_until(layout.healthy, timeout=10, interval=0.2)
     print(
         f"chaos: {len(log)} session events followed over {layout.follower.connections} "
-        f"connections ({len(layout.follower.refusals)} refused with 503); "
+        f"connections ({len(layout.follower.refusals)} refused with 503, "
+        f"{len(layout.follower.drops)} dropped); "
         f"{len(jobs)} jobs ({len(layout.traffic.unavailable)} more refused with 503), "
         f"{Run.objects.filter(session_id=layout.session_id).count()} runs"
     )
