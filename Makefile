@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: run test fuzz bench install lint migrations-check clean
+.PHONY: run test fuzz chaos bench install lint migrations-check clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -c 'import sys; sys.exit("agentsite needs Python 3.11+") if sys.version_info < (3, 11) else None'
@@ -24,6 +24,10 @@ test: install
 # The REST API against its own OpenAPI document: schemathesis, a fixed seed, a few minutes.
 fuzz: install
 	$(PY) -m pytest tests/fuzz -m fuzz -s $(PYTEST_ARGS)
+
+# The scale-out layout under faults, on a PostgreSQL and a Redis of its own (tests/chaos/).
+chaos: install
+	$(PY) -m pytest -p tests.chaos.environment -s tests/chaos/suite.py $(PYTEST_ARGS)
 
 bench: install
 	$(PY) bench/run.py

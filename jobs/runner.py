@@ -12,6 +12,9 @@ heartbeat thread beside it, which
   the final state (``cancelled`` / ``timed_out``) and has RQ stop the horse
   (its stop-job command), so a tool that swallows every exception still ends.
 
+A database restart costs the tool a wait, never the job: a partial result
+waits for the database, progress and heartbeats are written at the next beat.
+
 The final state is whatever happened first: a tool that returns before it is
 forced out ends ``done`` even if a cancel arrived meanwhile; the lifecycle's
 compare-and-set makes the loser of that race a no-op.
@@ -32,6 +35,7 @@ from django.conf import settings
 from django.db import connections
 from django.utils import timezone
 
+from agentsite.database import DATABASE_AWAY, through_database_outage
 from agentsite.logcontext import logged_with
 from jobs import lifecycle
 from jobs.groups import cancel_key
@@ -126,7 +130,12 @@ def run_job(job_id: str) -> dict[str, Any] | None:
             # The worker that forked this horse is gone (killed on its own): nobody
             # will read the outcome, so the horse records the end itself.
             log.warning("job %s: its worker is gone; recording the outcome here", job_id)
-            job_finish_in_worker(job_id=job_id, outcome=execution.outcome, horse_status="finished")
+            through_database_outage(
+                lambda: job_finish_in_worker(
+                    job_id=job_id, outcome=execution.outcome, horse_status="finished"
+                ),
+                what=f"end of job {job_id}",
+            )
         return execution.outcome
     finally:
         connections.close_all()
@@ -147,13 +156,17 @@ def job_start_in_worker(*, job_id: str, worker_name: str, timeout_s: float | Non
 
 @logged_with("job_id")
 def job_return_unstarted_in_worker(*, job_id: str) -> None:
-    """In the worker process: the horse never began the job it started; queue it again."""
-    if STARTED_BY_WORKER.pop(job_id, None) is None:
-        return
-    try:
-        lifecycle.job_return_unstarted(job_id=job_id)
-    except JobTransitionError as exc:
-        log.info("job %s not returned to the queue: %s", job_id, exc)
+    """In the worker process: the horse never began the job it started; queue it again.
+
+    The job is forgotten only once this is recorded, so that a try that failed on
+    the database can be made again.
+    """
+    if STARTED_BY_WORKER.get(job_id) is not None:
+        try:
+            lifecycle.job_return_unstarted(job_id=job_id)
+        except JobTransitionError as exc:
+            log.info("job %s not returned to the queue: %s", job_id, exc)
+    STARTED_BY_WORKER.pop(job_id, None)
 
 
 @logged_with("job_id")
@@ -161,22 +174,23 @@ def job_finish_in_worker(*, job_id: str, outcome: Any, horse_status: str) -> Non
     """In the worker process, after the horse: record the outcome it returned.
 
     No outcome means the horse died without one (killed, crashed); unless the
-    job already ended (a forced stop records its own state), it failed.
+    job already ended (a forced stop records its own state), it failed. The job
+    is forgotten only once its end is recorded, so that a try that failed on the
+    database can be made again.
     """
-    started = STARTED_BY_WORKER.pop(job_id, None)
-    if started is None:
-        return
-    try:
-        if isinstance(outcome, dict) and outcome.get("transition") in FINISHING_TRANSITIONS:
-            getattr(lifecycle, outcome["transition"])(job_id=job_id, **outcome["kwargs"])
-        else:
-            lifecycle.job_fail(
-                job_id=job_id,
-                code="worker_lost",
-                message=f"The work horse ended without a result (RQ status {horse_status}).",
-            )
-    except JobTransitionError as exc:
-        log.info("job %s already ended: %s", job_id, exc)
+    if STARTED_BY_WORKER.get(job_id) is not None:
+        try:
+            if isinstance(outcome, dict) and outcome.get("transition") in FINISHING_TRANSITIONS:
+                getattr(lifecycle, outcome["transition"])(job_id=job_id, **outcome["kwargs"])
+            else:
+                lifecycle.job_fail(
+                    job_id=job_id,
+                    code="worker_lost",
+                    message=f"The work horse ended without a result (RQ status {horse_status}).",
+                )
+        except JobTransitionError as exc:
+            log.info("job %s already ended: %s", job_id, exc)
+    STARTED_BY_WORKER.pop(job_id, None)
 
 
 class StopReason:
@@ -215,7 +229,11 @@ class RunnerToolContext:
         with self._lock:
             index = self._next_index
             try:
-                lifecycle.job_partial(job_id=self._job_id, index=index, item=item)
+                # A database restart costs the tool a wait, not the job.
+                through_database_outage(
+                    lambda: lifecycle.job_partial(job_id=self._job_id, index=index, item=item),
+                    what=f"partial result {index} of job {self.job_id}",
+                )
             except JobTransitionError:
                 # The job already ended elsewhere (stopped, swept): nothing more to add.
                 self.stop_reason = self.stop_reason or StopReason.CANCEL
@@ -250,6 +268,13 @@ class RunnerToolContext:
             lifecycle.job_progress(job_id=self._job_id, fraction=pending[0], message=pending[1])
         except JobTransitionError:
             pass  # the job already ended; late progress is dropped
+        except DATABASE_AWAY:
+            # The database is away for a moment: the next flush writes it, unless newer
+            # progress came meanwhile. Never the tool's problem.
+            connections.close_all()
+            with self._lock:
+                if self._pending_progress is None:
+                    self._pending_progress = pending
 
     def signal_stop(self, reason: str) -> bool:
         """Tell the tool to stop; True the first time."""
@@ -301,11 +326,22 @@ class Heartbeat(threading.Thread):
             connections.close_all()
 
     def beat_loop(self) -> None:
+        away = False
         try:
             while True:
-                self.ctx.progress_flush()
-                if not lifecycle.job_heartbeat(job_id=self.ctx._job_id):
-                    self.ctx.signal_stop(StopReason.CANCEL)  # it ended elsewhere (swept)
+                try:
+                    self.ctx.progress_flush()
+                    if not lifecycle.job_heartbeat(job_id=self.ctx._job_id):
+                        self.ctx.signal_stop(StopReason.CANCEL)  # it ended elsewhere (swept)
+                    away = False
+                except DATABASE_AWAY as exc:
+                    # A database restart: beat again, on a new connection, next time.
+                    if not away:
+                        log.warning(
+                            "heartbeat of %s: database unavailable (%s)", self.ctx.job_id, exc
+                        )
+                    away = True
+                    connections.close_all()
                 if self.finished.wait(settings.AGENTSITE_JOB_HEARTBEAT_S):
                     break
         except Exception:

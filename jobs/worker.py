@@ -6,6 +6,10 @@ records the start before the fork and the end after it, over the worker's own
 long-lived connection, so a short job costs the horse no database connection
 at all. Every other job runs exactly as under RQ's ``Worker``, forked while
 this process holds no database connection.
+
+Neither outage ends the worker: Redis steps wait for Redis (``RidesOutRedis``),
+and the start and end of a job wait for the database
+(``through_database_outage``), so a database restart delays them, never loses them.
 """
 
 from __future__ import annotations
@@ -18,13 +22,14 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 import redis
-from django.db import DatabaseError, connections
+from django.db import connections
 from rq import Queue, Worker
 from rq.exceptions import StopRequested
 from rq.job import Job as RqJob
 from rq.worker import BaseWorker
 
 from agentsite import metrics
+from agentsite.database import through_database_outage
 from jobs import lifecycle, runner
 
 log = logging.getLogger(__name__)
@@ -37,16 +42,6 @@ OUTAGE_BACKOFF_MAX_S = 10.0
 # enough for /healthz after Redis came back empty, not a round trip per job.
 REGISTRATION_CHECK_S = 2.0
 T = TypeVar("T")
-
-
-def with_reconnect(action: Callable[[], Any]) -> Any:
-    """Run ``action``; if the long-lived connection went bad (a database restart), once more."""
-    try:
-        return action()
-    except DatabaseError:
-        connections.close_all()
-        metrics.database_lost()
-        return action()
 
 
 class RidesOutRedis(BaseWorker):
@@ -159,15 +154,19 @@ class JobWorker(RidesOutRedis, Worker):
             if left == "nothing":
                 # The horse failed before the tool ran (Redis went away under RQ's
                 # set-up): nothing happened, so the job goes back to the queue.
-                with_reconnect(lambda: runner.job_return_unstarted_in_worker(job_id=job_id))
+                through_database_outage(
+                    lambda: runner.job_return_unstarted_in_worker(job_id=job_id),
+                    what=f"job {job_id}",
+                )
             else:
                 status = "finished" if left == "outcome" else self._rq_status(job)
                 if left != "outcome" and status == "finished":
                     outcome = self._rq_outcome(job)
-                with_reconnect(
+                through_database_outage(
                     lambda: runner.job_finish_in_worker(
                         job_id=job_id, outcome=outcome, horse_status=status
-                    )
+                    ),
+                    what=f"end of job {job_id}",
                 )
 
     def prepare_execution(self, job: RqJob) -> Any:
@@ -180,14 +179,18 @@ class JobWorker(RidesOutRedis, Worker):
             execution = super().prepare_execution(job)
         except REDIS_DOWN:
             if job.func_name == RUN_JOB and len(job.args) == 1:
-                with_reconnect(lambda: lifecycle.job_handover_lost(job_id=str(job.args[0])))
+                through_database_outage(
+                    lambda: lifecycle.job_handover_lost(job_id=str(job.args[0])),
+                    what=f"job {job.id}",
+                )
             raise
         if job.func_name == RUN_JOB and len(job.args) == 1:
             job_id, timeout_s = str(job.args[0]), job.meta.get("timeout_s")
-            with_reconnect(
+            through_database_outage(
                 lambda: runner.job_start_in_worker(
                     job_id=job_id, worker_name=self.name, timeout_s=timeout_s
-                )
+                ),
+                what=f"start of job {job_id}",
             )
         return execution
 

@@ -34,9 +34,9 @@ from typing import Any, TypeVar
 
 from asgiref.sync import sync_to_async
 from django.conf import settings
-from django.db import InterfaceError, OperationalError, connections
+from django.db import connections
 
-from agentsite import metrics
+from agentsite.database import through_database_outage
 from agentsite.logcontext import log_context_bind, logged_with
 from jobs.registry import get_tool
 from sessions.conversation import Conversation, conversation_build
@@ -60,13 +60,17 @@ T = TypeVar("T")
 
 
 def _db_call(fn: Callable[..., T], kwargs: dict[str, Any], close_after: bool) -> T:
-    """Run ``fn`` in a pool thread; drop this thread's connection when it broke."""
+    """Run ``fn`` in a pool thread; while the database is away (a restart), wait for it.
+
+    A restart breaks the connection each pool thread keeps, idle or not: the call
+    is made again on a new one, so neither the outage nor the broken connections
+    it leaves behind fail a turn. Only connection-level errors are retried: the
+    transaction they interrupt is rolled back by the server (unless the
+    connection breaks during the commit itself, which no client can tell).
+    """
+    what = f"turn query {getattr(fn, '__name__', 'call')}"
     try:
-        return fn(**kwargs)
-    except (InterfaceError, OperationalError):
-        connections.close_all()  # a restarted database: the next call reconnects
-        metrics.database_lost()
-        raise
+        return through_database_outage(lambda: fn(**kwargs), what=what)
     finally:
         if close_after:
             connections.close_all()

@@ -169,9 +169,16 @@ class Processes:
     def start(
         self, name: str, *argv: str, env: dict[str, str] | None = None
     ) -> subprocess.Popen[bytes]:
+        """Start ``manage.py`` with ``argv``."""
+        return self.start_python(name, str(BASE_DIR / "manage.py"), *argv, env=env)
+
+    def start_python(
+        self, name: str, *argv: str, env: dict[str, str] | None = None
+    ) -> subprocess.Popen[bytes]:
+        """Start this interpreter with ``argv`` (``-m daphne …``), logging to test-artifacts/."""
         log = open(ARTIFACTS / f"{name}.log", "ab")
         proc = subprocess.Popen(
-            [sys.executable, str(BASE_DIR / "manage.py"), *argv],
+            [sys.executable, *argv],
             cwd=BASE_DIR,
             env={**subprocess_env(), **(env or {})},
             stdout=log,

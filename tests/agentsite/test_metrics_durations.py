@@ -10,9 +10,9 @@ from django.db import OperationalError
 from django.test import Client
 from django.utils import timezone
 
+from agentsite.database import through_database_outage
 from agentsite.metrics import DURATIONS, DurationHistogram
 from jobs.models import Job
-from jobs.worker import with_reconnect
 from tests.agentsite.scrape import samples_of, value
 from tests.conftest import api_client_for
 
@@ -71,5 +71,5 @@ def test_a_database_reconnect_is_counted(make_user: Any) -> None:
             raise OperationalError("server closed the connection unexpectedly")
         return Job.objects.count()
 
-    assert with_reconnect(query_once_broken) == 0
+    assert through_database_outage(query_once_broken, what="a test query") == 0
     assert reconnects(operator) == before + 1

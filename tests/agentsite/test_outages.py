@@ -8,7 +8,6 @@ workers and the real scheduler.
 from __future__ import annotations
 
 import json
-import subprocess
 import time
 import uuid
 from collections.abc import Iterator
@@ -18,38 +17,15 @@ from typing import Any
 import httpx
 import pytest
 
-from agentsite.embedded_redis import free_port, redis_server_command, wait_for_redis
+from agentsite.embedded_redis import free_port
 from jobs.models import Job
 from sessions.models import Run
 from sessions.worker import TURN_WORKER_ARGS
 from tests.conftest import Processes, api_client_for, wait_until
+from tests.servers import OwnRedis
 from tests.sessions.test_stream_clients import daphne_serve
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-class OwnRedis:
-    """A redis-server on a fixed port that can be killed and started again, empty."""
-
-    def __init__(self, data_dir: Path) -> None:
-        self.port = free_port()
-        self.data_dir = data_dir
-        self.url = f"redis://127.0.0.1:{self.port}/0"
-        self.process: subprocess.Popen[bytes] | None = None
-
-    def start(self) -> None:
-        self.process = subprocess.Popen(
-            redis_server_command(self.port, self.data_dir),
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.STDOUT,
-        )
-        wait_for_redis(self.url)
-
-    def kill(self) -> None:
-        if self.process is not None:
-            self.process.kill()
-            self.process.wait()
-            self.process = None
 
 
 @pytest.fixture
@@ -65,11 +41,21 @@ def headers_for(user: Any) -> dict[str, str]:
 
 
 def start_job(
-    base: str, headers: dict[str, str], key: str, tool: str = "noop", **args: Any
+    base: str,
+    headers: dict[str, str],
+    key: str,
+    tool: str = "noop",
+    *,
+    session_id: str | None = None,
+    **args: Any,
 ) -> httpx.Response:
+    """POST /api/jobs: ``tool`` with ``args``, in ``session_id`` if given."""
+    body: dict[str, Any] = {"tool": tool, "args": args}
+    if session_id is not None:
+        body["session_id"] = session_id
     return httpx.post(
         f"{base}/api/jobs",
-        json={"tool": tool, "args": args},
+        json=body,
         headers={**headers, "Idempotency-Key": key},
         timeout=10,
     )

@@ -1,0 +1,43 @@
+"""Riding out a database restart in long-lived processes.
+
+A restart (or a failover) breaks every open connection, and Django opens a new
+one only once the broken one is closed: a worker that does not close it fails
+every query from then on. Web requests close theirs at the end of each request
+and answer ``503 unavailable`` meanwhile (``agentsite.api``); workers wait.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from typing import TypeVar
+
+from django.db import InterfaceError, OperationalError, connections
+
+log = logging.getLogger(__name__)
+
+# What a lost or refused connection raises (a locked SQLite database, too: also transient).
+DATABASE_AWAY = (OperationalError, InterfaceError)
+BACKOFF_S = (0.5, 10.0)
+T = TypeVar("T")
+
+
+def through_database_outage(action: Callable[[], T], *, what: str) -> T:
+    """``action()``, tried again on a new connection, with backoff, while the database is away.
+
+    Only connection-level errors are retried; ``action`` runs outside any
+    transaction of the caller's, so each try starts afresh.
+    """
+    wait = BACKOFF_S[0]
+    while True:
+        try:
+            return action()
+        except DATABASE_AWAY as exc:
+            connections.close_all()
+            from agentsite import metrics  # not at import: metrics loads the apps' models
+
+            metrics.database_lost()  # the next connection is a reconnect
+            log.warning("%s: database unavailable (%s); retrying in %.1fs", what, exc, wait)
+            time.sleep(wait)
+            wait = min(wait * 2, BACKOFF_S[1])

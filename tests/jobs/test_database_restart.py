@@ -1,0 +1,79 @@
+"""A running job rides out a database restart: its heartbeat, progress and partial results."""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+import pytest
+
+from agentsite.database import through_database_outage
+from jobs import lifecycle, runner
+from jobs.models import Job, JobChunk
+from jobs.runner import Heartbeat, RunnerToolContext
+from tests.agentsite.test_database import database_away_for
+from tests.conftest import wait_until
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def running_job(user: Any) -> Job:
+    job = Job.objects.create(owner=user, tool="sleepy", args={}, timeout_s=60)
+    return lifecycle.job_start(job_id=job.id, worker_name="test")
+
+
+def test_the_heartbeat_beats_again_once_the_database_is_back(user: Any) -> None:
+    job = running_job(user)
+    ctx = RunnerToolContext(job)
+    heartbeat = Heartbeat(ctx)
+    with database_away_for(2.5):
+        beats = threading.Thread(target=heartbeat.beat_loop, daemon=True)
+        beats.start()
+        time.sleep(1.5)  # its first beats fail
+    try:
+        # Before: the first failure ended the beat thread, and the sweep failed the
+        # job as worker_lost although its tool was running.
+        assert wait_until(
+            lambda: Job.objects.get(pk=job.pk).heartbeat_at != job.heartbeat_at, timeout=10
+        )
+        assert beats.is_alive()
+    finally:
+        heartbeat.finished.set()
+        beats.join(5)
+
+
+def test_a_partial_result_waits_for_the_database_and_is_kept(user: Any) -> None:
+    job = running_job(user)
+    ctx = RunnerToolContext(job)
+    with database_away_for(1.5):
+        # Before: the tool got the OperationalError and the job failed with tool_error.
+        assert ctx.partial({"step": 0}) == 0
+    assert list(JobChunk.objects.filter(job=job).values_list("item", flat=True)) == [{"step": 0}]
+
+
+def test_progress_while_the_database_is_away_is_written_once_it_is_back(user: Any) -> None:
+    job = running_job(user)
+    ctx = RunnerToolContext(job)
+    with database_away_for(60):
+        ctx.progress(0.5, "half way")  # Before: the OperationalError reached the tool.
+    ctx.progress_flush()
+    assert Job.objects.get(pk=job.pk).progress_message == "half way"
+
+
+def test_the_worker_records_a_jobs_end_once_the_database_is_back(user: Any) -> None:
+    job = running_job(user)
+    runner.STARTED_BY_WORKER[job.id] = job
+    outcome = {"transition": "job_succeed", "kwargs": {"result": {"summary": "slept"}}}
+    with database_away_for(1.5):
+        through_database_outage(
+            lambda: runner.job_finish_in_worker(
+                job_id=job.id, outcome=outcome, horse_status="finished"
+            ),
+            what="test",
+        )
+    # Before: the first try forgot the job, so the second did nothing and the job
+    # stayed running until the sweep failed it as worker_lost.
+    job.refresh_from_db()
+    assert (job.status, job.result) == (Job.Status.DONE, {"summary": "slept"})
+    assert job.id not in runner.STARTED_BY_WORKER
