@@ -86,8 +86,11 @@ def test_work_accepted_while_redis_is_down_runs_once_it_is_back(
     message = send_message(base, headers, session["session_id"], "hello while redis is down")
     assert message.status_code == 202, message.text
     run_id = message.json()["run_id"]
-    assert Job.objects.get(pk=job_id).status == Job.Status.QUEUED
-    assert Run.objects.get(pk=run_id).status == Run.Status.QUEUED
+    # Kept in the database. (The suite's own scheduler shares this database and may
+    # hand them to the suite's workers on the other Redis at any moment from now on,
+    # so "queued" is not all they can be by the time we look.)
+    assert Job.objects.get(pk=job_id).status not in Job.TERMINAL - {Job.Status.DONE}
+    assert Run.objects.get(pk=run_id).status not in Run.TERMINAL - {Run.Status.COMPLETED}
 
     own_redis.start()  # empty: it knows nothing of either
     workers = [

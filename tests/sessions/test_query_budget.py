@@ -1,0 +1,40 @@
+"""The statements a message and a turn cost: the router's work is paid on every
+message and every turn, by every user at once (bench/concurrency.py).
+
+Before: a message cost 16 statements and a turn's start 17 (two session locks, a
+seq read after its bump, a savepoint per event, a second look for a queued run).
+The counts include the savepoint pair the test's own transaction adds around
+each call.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sessions.runs import run_complete, run_start
+from sessions.services import message_post, session_create
+
+
+def test_a_message_costs_nine_statements_at_most(
+    user: Any, django_assert_max_num_queries: Any
+) -> None:
+    session = session_create(owner=user)
+    message_post(session=session, text="warm")  # a first message creates the session's run
+    other = session_create(owner=user)
+    with django_assert_max_num_queries(9):
+        event, run = message_post(session=other, text="hello")
+    assert event.pending and run.status == "queued"
+
+
+def test_a_turn_starts_and_ends_in_twelve_statements_each_at_most(
+    user: Any, django_assert_max_num_queries: Any
+) -> None:
+    session = session_create(owner=user)
+    _, run = message_post(session=session, text="hello")
+    with django_assert_max_num_queries(12):
+        claim = run_start(run_id=run.id)
+    assert claim is not None and len(claim.batch) == 1
+    with django_assert_max_num_queries(12):
+        assert run_complete(run_id=run.id, usage={"input_tokens": 1, "output_tokens": 1})
+    session.refresh_from_db()
+    assert session.state == "idle"
