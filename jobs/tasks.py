@@ -126,10 +126,6 @@ def sweep_jobs() -> dict[str, int]:
         connections.close_all()
 
 
-def expire_idempotency_keys() -> int:
-    return services.idempotency_keys_expire()
-
-
 PERIODIC: list[PeriodicTask] = [
     (sweep_jobs, "turns", settings.AGENTSITE_JOB_SWEEP_S),
 ]

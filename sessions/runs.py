@@ -50,10 +50,6 @@ HEARTBEAT_EVERY_S = 2.0
 ACTIVE = (Run.Status.QUEUED, Run.Status.RUNNING)
 
 
-class RunTransitionError(Exception):
-    """The run was not in a state the transition may start from."""
-
-
 @dataclass(frozen=True)
 class Claim:
     """What a worker gets when it starts a run: the run and its batch, in order."""
