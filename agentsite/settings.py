@@ -113,6 +113,7 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_prometheus.middleware.PrometheusAfterMiddleware",
+    "agentsite.errors.ApiMethodNotAllowedAsJson",
     "agentsite.middleware.SyncChainMiddleware",
 ]
 

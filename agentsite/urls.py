@@ -8,6 +8,7 @@ from agentsite.api import api
 from agentsite.health import healthz
 from agentsite.views import metrics_view
 
+handler404 = "agentsite.errors.page_not_found"
 handler500 = "agentsite.errors.server_error"
 
 urlpatterns = [

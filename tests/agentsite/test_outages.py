@@ -196,6 +196,26 @@ def test_every_process_rides_out_redis_dying_and_coming_back_empty(
             processes.stop(proc)
 
 
+@pytest.mark.parametrize(
+    ("method", "url", "status", "code"),
+    [
+        ("get", "/api/no-such-operation", 404, "not_found"),
+        ("put", "/api/jobs", 405, "method_not_allowed"),
+        ("delete", "/api/me", 405, "method_not_allowed"),
+    ],
+)
+def test_an_unknown_api_path_or_method_answers_in_the_api_error_format(
+    api_client: Any, method: str, url: str, status: int, code: str
+) -> None:
+    # Before: Django's HTML "Not Found" page, and a plain-text "Method not allowed".
+    response = getattr(api_client, method)(url)
+    assert response.status_code == status
+    assert response["Content-Type"].startswith("application/json")
+    assert response.json()["error"]["code"] == code
+    if status == 405:
+        assert response["Allow"]  # which methods the path does take
+
+
 def test_the_database_being_away_is_a_503_with_retry_after(api_client: Any) -> None:
     from django.db import connection
 
