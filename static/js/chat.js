@@ -100,6 +100,24 @@
     state.reconnectTimer = setTimeout(connect, delay);
   }
 
+  // Going offline does not end a socket at once: its closing handshake can stall
+  // until the network is back. The page drops it at once and shows that it is
+  // reconnecting; the old socket's close event, whenever it comes, is ignored.
+  function dropSocket() {
+    const socket = state.socket;
+    if (!socket) return;
+    state.socket = null;
+    socket.close();
+    scheduleReconnect();
+  }
+
+  window.addEventListener("offline", dropSocket);
+  window.addEventListener("online", () => {
+    if (!state.reconnectTimer) return;
+    clearTimeout(state.reconnectTimer); // back online: no need to wait for the backoff
+    connect();
+  });
+
   function send(frame) {
     const text = JSON.stringify(frame);
     if (state.socket && state.socket.readyState === WebSocket.OPEN) state.socket.send(text);
@@ -478,7 +496,7 @@
   if (previous && previous.seq) root.dataset.lastVisitSeq = previous.seq;
   window.agentsiteChat = {
     state,
-    drop: () => state.socket && state.socket.close(),
+    drop: dropSocket,
   };
   connect();
 })();

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 from django.test import override_settings
+from django.utils import timezone
 from pydantic import ValidationError
 
 from jobs.registry import ToolCancelled
@@ -193,8 +194,14 @@ def test_cancelling_kills_the_whole_process_group(slow_workspace: Path) -> None:
 
 def test_the_deadline_stops_the_run(slow_workspace: Path) -> None:
     pids_file = slow_workspace / "pids"
-    ctx = LocalToolContext(timeout_s=3)
+    ctx = LocalToolContext(timeout_s=3600)
 
+    def deadline_passes_once_the_slow_test_runs() -> None:
+        # A fixed deadline could pass before a loaded machine's pytest got that far.
+        wait_until(pids_file.exists, timeout=60)
+        ctx.deadline = timezone.now()
+
+    threading.Thread(target=deadline_passes_once_the_slow_test_runs, daemon=True).start()
     with pytest.raises(ToolCancelled):
         RUN_TESTS.run({}, ctx)
 
