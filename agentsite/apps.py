@@ -11,7 +11,7 @@ class AgentsiteConfig(AppConfig):
         from django.db.backends.signals import connection_created
 
         from agentsite import checks  # noqa: F401  (registers the system checks)
-        from agentsite.metrics import on_connection_created
+        from agentsite.core.telemetry import on_connection_created
 
         # Counts the first database connection after a process lost its database.
         connection_created.connect(on_connection_created, dispatch_uid="agentsite-reconnects")

@@ -23,7 +23,7 @@ from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler  # noqa: E402
 
-from agentsite.metrics import StreamsCounted  # noqa: E402
+from agentsite.core.telemetry import StreamsCounted  # noqa: E402
 from agentsite.origin import BrowserOriginOrToken  # noqa: E402
 from jobs.mcp.endpoint import mcp_or  # noqa: E402
 from sessions.routing import websocket_urlpatterns  # noqa: E402

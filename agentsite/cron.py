@@ -6,9 +6,20 @@ deadlines, abandoned jobs and runs, webhook retries, expiry.
 
 from __future__ import annotations
 
+import django
 from rq import cron
 
-from agentsite.periodic import periodic_tasks
+from agentsite.core.periodic import PeriodicTask
+
+
+def periodic_tasks() -> list[PeriodicTask]:
+    """Every app's periodic tasks (``<app>/tasks.py``'s ``PERIODIC``)."""
+    django.setup()
+    from jobs.tasks import PERIODIC as job_tasks  # after django.setup(): the apps' models
+    from sessions.tasks import PERIODIC as session_tasks
+
+    return [*job_tasks, *session_tasks]
+
 
 for func, queue_name, interval in periodic_tasks():
     cron.register(func, queue_name, interval=interval, job_timeout=60, result_ttl=60)

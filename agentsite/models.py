@@ -6,7 +6,7 @@ import secrets
 from django.conf import settings
 from django.db import models
 
-from agentsite.queries import get_or_none
+from agentsite.core.queries import get_or_none
 
 
 def token_hash(raw: str) -> str:

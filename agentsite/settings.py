@@ -8,6 +8,7 @@ recorded in ``CONFIG_ERRORS`` and reported by the system checks in
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import secrets
 import sys
@@ -86,7 +87,6 @@ ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["127.0.0.1", "localhost", "[::1]", "t
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
 
 INSTALLED_APPS = [
-    "daphne",
     "django.contrib.admin",
     "django.contrib.auth",
     "django.contrib.contenttypes",
@@ -96,7 +96,6 @@ INSTALLED_APPS = [
     "channels",
     "django_rq",
     "django_prometheus",
-    "ninja",
     "agentsite.apps.AgentsiteConfig",
     "sessions.apps.SessionsConfig",
     "jobs.apps.JobsConfig",
@@ -120,10 +119,15 @@ MIDDLEWARE = [
 ROOT_URLCONF = "agentsite.urls"
 ASGI_APPLICATION = "agentsite.asgi.application"
 
+# django-ninja's and daphne's packages are not installed apps: a worker process
+# (django.setup() plus its RQ entry point) then never imports the HTTP layer.
+# The API docs page still renders from ninja's own templates and static files.
+NINJA_DIR = Path(importlib.util.find_spec("ninja").origin).parent  # type: ignore[arg-type,union-attr]
+
 TEMPLATES = [
     {
         "BACKEND": "django.template.backends.django.DjangoTemplates",
-        "DIRS": [BASE_DIR / "templates"],
+        "DIRS": [BASE_DIR / "templates", NINJA_DIR / "templates"],
         "APP_DIRS": True,
         "OPTIONS": {
             "context_processors": [
@@ -283,7 +287,7 @@ USE_I18N = True
 USE_TZ = True
 
 STATIC_URL = "/static/"
-STATICFILES_DIRS = [BASE_DIR / "static"]
+STATICFILES_DIRS = [BASE_DIR / "static", NINJA_DIR / "static"]
 STATIC_ROOT = BASE_DIR / ".agentsite" / "static"
 
 DATA_UPLOAD_MAX_MEMORY_SIZE = env_int("AGENTSITE_MAX_BODY_BYTES", 1024 * 1024)
@@ -292,7 +296,7 @@ LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     # Lines about one job, run or session name it: "... jobs.runner [job_id=job_…]: ...".
-    "filters": {"log_context": {"()": "agentsite.logcontext.LogContextFilter"}},
+    "filters": {"log_context": {"()": "agentsite.core.logcontext.LogContextFilter"}},
     "formatters": {
         "plain": {"format": "%(asctime)s %(levelname)s %(name)s%(log_context)s: %(message)s"}
     },

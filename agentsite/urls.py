@@ -7,9 +7,17 @@ from django.urls import include, path
 from agentsite.api import api
 from agentsite.health import healthz
 from agentsite.views import metrics_view
+from jobs.api import router as jobs_router
+from sessions.api import router as sessions_router
+from sessions.streams import router as streams_router
 
 handler404 = "agentsite.errors.page_not_found"
 handler500 = "agentsite.errors.server_error"
+
+# The REST API: the apps' routers on the one NinjaAPI (auth, errors, OpenAPI document).
+api.add_router("/", jobs_router)
+api.add_router("/", sessions_router)
+api.add_router("/", streams_router)
 
 urlpatterns = [
     path("admin/", admin.site.urls),

@@ -11,7 +11,9 @@ from prometheus_client import REGISTRY
 from prometheus_client.exposition import choose_encoder
 
 from agentsite import metrics  # noqa: F401  (registers the deployment's figures)
-from agentsite.api import RETRY_AFTER_S, error_body, user_for_token
+from agentsite.api import RETRY_AFTER_S
+from agentsite.auth import user_for_token
+from agentsite.http import error_body
 
 
 def _caller(request: HttpRequest) -> AbstractBaseUser | None:

@@ -18,7 +18,7 @@ def scratch_environment(
     """
     owned: list[subprocess.Popen[bytes]] = []
     if not os.environ.get("REDIS_URL"):
-        from agentsite.embedded_redis import start_embedded_redis
+        from agentsite.core.embedded_redis import start_embedded_redis
 
         process, url = start_embedded_redis(scratch / "redis")
         owned.append(process)

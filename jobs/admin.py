@@ -11,9 +11,9 @@ from django.http import HttpRequest
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
+from agentsite.core.errors import DomainError
 from jobs import lifecycle, services
 from jobs.models import Job, JobChunk, JobEvent, WebhookAttempt, WebhookDelivery, WebhookSecret
-from jobs.services import JobRequestError
 
 
 class ReadOnlyInline(admin.TabularInline):
@@ -138,7 +138,7 @@ class JobAdmin(admin.ModelAdmin):
         for job in queryset:
             try:
                 started.append(services.job_retry(job=job).id)
-            except JobRequestError as exc:
+            except DomainError as exc:
                 self.message_user(request, f"{job.id}: {exc.message}", messages.ERROR)
         if started:
             self.message_user(request, f"Started {', '.join(started)}.", messages.SUCCESS)

@@ -1,7 +1,7 @@
 """The job REST API (``/api/jobs``) and the webhook secret (``/api/webhook-secret``).
 
-Handlers parse, call one service, format. Service errors (``JobRequestError``
-is an ``ApiError``) carry their own status and code into the API's error format.
+Handlers parse, call one service, format. Service refusals (``DomainError``) reach
+the API's error format through the one status table in ``agentsite.api``.
 """
 
 from __future__ import annotations
@@ -13,8 +13,10 @@ from ninja import Field, Query, Router, Schema
 from ninja.responses import Status
 from pydantic import ConfigDict
 
-from agentsite.api import NOT_BLANK, ApiError, Body, errors, request_user
-from agentsite.ids import id_pattern
+from agentsite.auth import request_user
+from agentsite.core.errors import Conflict, NotFound
+from agentsite.core.ids import id_pattern
+from agentsite.http import NOT_BLANK, Body, errors
 from jobs import lifecycle, services, webhooks
 from jobs.models import IDEMPOTENCY_KEY_MAX_LENGTH, MAX_DEPENDENCIES, Job
 from jobs.registry import all_tools
@@ -272,8 +274,7 @@ def job_result(
 def job_cancel(request: HttpRequest, job_id: str) -> Status[dict[str, str]]:
     job = services.job_get(owner=request_user(request), job_id=job_id)
     if job.is_terminal:
-        raise ApiError(
-            409,
+        raise Conflict(
             "already_finished",
             f"The job already ended {job.status}.",
             {"status": job.status},
@@ -281,7 +282,7 @@ def job_cancel(request: HttpRequest, job_id: str) -> Status[dict[str, str]]:
     try:
         state = lifecycle.job_request_cancel(job_id=job.id)
     except Job.DoesNotExist as exc:
-        raise ApiError(404, "not_found", "No such job.") from exc
+        raise NotFound("No such job.") from exc
     return Status(202, {"job_id": job.id, "status": state})
 
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 from django.conf import settings
 from django.db import models
 
-from agentsite.ids import new_job_id
+from agentsite.core.ids import new_job_id
 
 # Limits of a start request, shared by its validation and the API's document of it.
 MAX_DEPENDENCIES = 20

@@ -35,8 +35,8 @@ from django.conf import settings
 from django.db import connections
 from django.utils import timezone
 
-from agentsite.database import DATABASE_AWAY, through_database_outage
-from agentsite.logcontext import logged_with
+from agentsite.core.database import DATABASE_AWAY, through_database_outage
+from agentsite.core.logcontext import logged_with
 from jobs import lifecycle
 from jobs.groups import cancel_key
 from jobs.lifecycle import JobTransitionError

@@ -20,21 +20,12 @@ from django.db.models import QuerySet
 from django.utils import timezone
 from pydantic import BaseModel, ValidationError
 
-from agentsite.api import ApiError
-from agentsite.ids import is_id
+from agentsite.core.errors import BadRequest, Conflict, Invalid, NotFound
+from agentsite.core.ids import is_id
 from jobs import lifecycle
 from jobs.addresses import AddressRefused, check_url
 from jobs.models import IDEMPOTENCY_KEY_MAX_LENGTH, MAX_DEPENDENCIES, Job, JobChunk
 from jobs.registry import Tool, get_tool
-
-
-class JobRequestError(ApiError):
-    """A request about jobs that cannot be served, with an HTTP status and a stable code.
-
-    The REST API answers it like any ``ApiError``; MCP and the agent's toolbox
-    translate it into their own errors.
-    """
-
 
 # --- starting jobs -------------------------------------------------------------------
 
@@ -42,11 +33,11 @@ class JobRequestError(ApiError):
 def tool_for_request(name: str, *, kind: str) -> Tool:
     tool = get_tool(name)
     if tool is None:
-        raise JobRequestError(422, "unknown_tool", f"There is no tool named {name!r}.")
+        raise Invalid("unknown_tool", f"There is no tool named {name!r}.")
     if tool.kind != kind:
         code = "tool_is_blocking" if tool.kind == "blocking" else "tool_is_async"
         verb = "is called inline, not started as a job" if kind == "async" else "runs as a job"
-        raise JobRequestError(422, code, f"The tool {name!r} {verb}.")
+        raise Invalid(code, f"The tool {name!r} {verb}.")
     return tool
 
 
@@ -57,15 +48,14 @@ def tool_args_validate(tool: Tool, args: Any) -> dict[str, Any]:
 
 def tool_args_parse(tool: Tool, args: Any) -> BaseModel:
     if not isinstance(args, dict):
-        raise JobRequestError(422, "invalid_arguments", "'args' must be a JSON object.")
+        raise Invalid("invalid_arguments", "'args' must be a JSON object.")
     try:
         parsed = tool.validate(args)
     except ValidationError as exc:
         details = [
             {"loc": list(e["loc"]), "message": e["msg"], "type": e["type"]} for e in exc.errors()
         ]
-        raise JobRequestError(
-            422,
+        raise Invalid(
             "invalid_arguments",
             f"The arguments do not match the input schema of {tool.name!r}.",
             details,
@@ -92,16 +82,16 @@ def job_create(
 ) -> tuple[Job, bool]:
     """Start an async tool as a job, or return the job this key already started.
 
-    Returns ``(job, created)``. Raises ``JobRequestError`` for anything invalid,
-    including ``idempotency_key_reused`` (422) for the key with another request.
+    Returns ``(job, created)``. Raises a ``DomainError`` for anything invalid,
+    including ``idempotency_key_reused`` (``Invalid``) for the key with another request.
     """
     key = (idempotency_key or "").strip()
     if not key:
-        raise JobRequestError(
-            400, "idempotency_key_required", "Send an Idempotency-Key header to start a job."
+        raise BadRequest(
+            "idempotency_key_required", "Send an Idempotency-Key header to start a job."
         )
     if len(idempotency_key) > IDEMPOTENCY_KEY_MAX_LENGTH:
-        raise JobRequestError(400, "idempotency_key_invalid", "The Idempotency-Key is too long.")
+        raise BadRequest("idempotency_key_invalid", "The Idempotency-Key is too long.")
     spec = tool_for_request(tool, kind="async")
     clean_args = tool_args_validate(spec, args)
     timeout = timeout_validate(spec, timeout_s)
@@ -111,7 +101,7 @@ def job_create(
         try:
             check_url(callback_url)
         except AddressRefused as exc:
-            raise JobRequestError(422, "callback_url_refused", str(exc)) from exc
+            raise Invalid("callback_url_refused", str(exc)) from exc
     fingerprint = request_hash(
         {
             "tool": tool,
@@ -166,8 +156,7 @@ def job_for_key(owner: Any, key: str, fingerprint: str) -> Job | None:
         Job.objects.filter(pk=job.pk, idempotency_key=key).update(idempotency_key=None)
         return None
     if job.request_hash != fingerprint:
-        raise JobRequestError(
-            422,
+        raise Invalid(
             "idempotency_key_reused",
             "This Idempotency-Key was already used with a different request.",
             {"job_id": job.id},
@@ -179,8 +168,7 @@ def timeout_validate(tool: Tool, timeout_s: float | None) -> float:
     if timeout_s is None:
         return float(tool.default_timeout_s)
     if not timeout_s > 0 or timeout_s > tool.max_timeout_s:
-        raise JobRequestError(
-            422,
+        raise Invalid(
             "invalid_timeout",
             f"timeout_s must be above 0 and at most {tool.max_timeout_s:g} for {tool.name!r}.",
             {"max_timeout_s": tool.max_timeout_s},
@@ -190,11 +178,9 @@ def timeout_validate(tool: Tool, timeout_s: float | None) -> float:
 
 def dependencies_validate(owner: Any, depends_on: Sequence[str]) -> list[str]:
     if isinstance(depends_on, str) or not isinstance(depends_on, Sequence):
-        raise JobRequestError(422, "bad_dependency", "depends_on must be a list of job ids.")
+        raise Invalid("bad_dependency", "depends_on must be a list of job ids.")
     if len(depends_on) > MAX_DEPENDENCIES:
-        raise JobRequestError(
-            422, "bad_dependency", f"A job may depend on at most {MAX_DEPENDENCIES} jobs."
-        )
+        raise Invalid("bad_dependency", f"A job may depend on at most {MAX_DEPENDENCIES} jobs.")
     ids = list(dict.fromkeys(depends_on))
     if not ids:
         return ids
@@ -206,8 +192,8 @@ def dependencies_validate(owner: Any, depends_on: Sequence[str]) -> list[str]:
     )
     unknown = [i for i in ids if i not in found]
     if unknown:
-        raise JobRequestError(
-            422, "bad_dependency", "depends_on names jobs that do not exist.", {"job_ids": unknown}
+        raise Invalid(
+            "bad_dependency", "depends_on names jobs that do not exist.", {"job_ids": unknown}
         )
     return ids
 
@@ -221,9 +207,7 @@ def session_validate(owner: Any, session_id: str | None) -> None:
         not is_id("ses", session_id)
         or not AgentSession.objects.filter(pk=session_id, owner=owner).exists()
     ):
-        raise JobRequestError(
-            422, "unknown_session", "session_id does not name one of your sessions."
-        )
+        raise Invalid("unknown_session", "session_id does not name one of your sessions.")
 
 
 def job_retry(*, job: Job) -> Job:
@@ -247,10 +231,10 @@ def job_retry(*, job: Job) -> Job:
 def job_get(*, owner: Any, job_id: str) -> Job:
     """The owner's job; ``not_found`` for anyone else's, unknown or malformed ids."""
     if not is_id("job", job_id):
-        raise JobRequestError(404, "not_found", "No such job.")
+        raise NotFound("No such job.")
     job = Job.objects.filter(id=job_id, owner=owner).first()
     if job is None:
-        raise JobRequestError(404, "not_found", "No such job.")
+        raise NotFound("No such job.")
     return job
 
 
@@ -307,19 +291,17 @@ RESULT_ERRORS = {
 
 
 def job_result_doc(job: Job) -> dict[str, Any]:
-    """The 200 body of ``/result``; 409 ``JobRequestError`` unless the job is done."""
+    """The 200 body of ``/result``; ``Conflict`` unless the job is done."""
     if job.status == Job.Status.DONE:
         return {"job_id": job.id, "status": job.status, "output": job.result}
     if job.status in RESULT_ERRORS:
         code, message = RESULT_ERRORS[job.status]  # type: ignore[index]
-        raise JobRequestError(
-            409,
+        raise Conflict(
             code,
             message,
             {"reason": job.error_code, "message": job.error_message, "status": job.status},
         )
-    raise JobRequestError(
-        409,
+    raise Conflict(
         "not_finished",
         f"The job is {job.status}; its partial results are at ?cursor=0.",
         {"status": job.status},
@@ -329,7 +311,7 @@ def job_result_doc(job: Job) -> dict[str, Any]:
 def job_result_page(job: Job, cursor: int, limit: int) -> dict[str, Any]:
     """Partial results from ``cursor`` on: ``{"items", "next_cursor", "complete"}``."""
     if cursor < 0 or limit < 1:
-        raise JobRequestError(400, "invalid_cursor", "cursor must be ≥ 0 and limit ≥ 1.")
+        raise BadRequest("invalid_cursor", "cursor must be ≥ 0 and limit ≥ 1.")
     limit = min(limit, 500)
     terminal = job.is_terminal
     items = list(

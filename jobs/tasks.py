@@ -16,7 +16,7 @@ from django.db import connections
 from django.db.models import Q
 from django.utils import timezone
 
-from agentsite.periodic import PeriodicTask
+from agentsite.core.periodic import PeriodicTask
 from jobs import lifecycle, services, webhooks
 from jobs.lifecycle import JobTransitionError
 from jobs.live import redis_connection

@@ -28,8 +28,8 @@ from rq.exceptions import StopRequested
 from rq.job import Job as RqJob
 from rq.worker import BaseWorker
 
-from agentsite import metrics
-from agentsite.database import through_database_outage
+from agentsite.core import telemetry
+from agentsite.core.database import through_database_outage
 from jobs import lifecycle, runner
 
 log = logging.getLogger(__name__)
@@ -62,7 +62,7 @@ class RidesOutRedis(BaseWorker):
             try:
                 result = step()
                 if wait > 0.5:  # it had failed: Redis is back
-                    metrics.reconnect_count("redis")
+                    telemetry.reconnect_count("redis")
                 return result
             except REDIS_DOWN as exc:
                 if self._stop_requested:

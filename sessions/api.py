@@ -16,8 +16,10 @@ from ninja import Query, Router, Schema
 from ninja.responses import Status
 from pydantic import ConfigDict, Field
 
-from agentsite.api import NOT_BLANK, SPACE, ApiError, Body, errors, request_user
-from agentsite.ids import is_id
+from agentsite.auth import request_user
+from agentsite.core.errors import BadRequest, DomainError, Invalid, NotFound
+from agentsite.core.ids import is_id
+from agentsite.http import NOT_BLANK, SPACE, Body, errors
 from sessions.models import AgentSession, Event, Run
 from sessions.runs import run_request_cancel
 from sessions.services import (
@@ -197,22 +199,22 @@ def _session(request: HttpRequest, session_id: str) -> AgentSession:
     try:
         return session_get(owner=request_user(request), session_id=session_id)
     except SessionNotFound as exc:
-        raise ApiError(404, "not_found", "No such session.") from exc
+        raise NotFound("No such session.") from exc
 
 
 def _run(request: HttpRequest, run_id: str) -> Run:
     user = request_user(request)
     run = Run.objects.filter(pk=run_id, owner_id=user.pk).first() if is_id("run", run_id) else None
     if run is None:
-        raise ApiError(404, "not_found", "No such run.")
+        raise NotFound("No such run.")
     return run
 
 
-def token_api_error(exc: BadToken | ForeignToken) -> ApiError:
+def token_api_error(exc: BadToken | ForeignToken) -> DomainError:
     """A continuation-token error as the API reports it: someone else's is not found."""
     if isinstance(exc, ForeignToken):
-        return ApiError(404, "not_found", "No such continuation token for this resource.")
-    return ApiError(400, "bad_token", str(exc) or "The continuation token is not valid.")
+        return NotFound("No such continuation token for this resource.")
+    return BadRequest("bad_token", str(exc) or "The continuation token is not valid.")
 
 
 @router.post(
@@ -223,8 +225,7 @@ def token_api_error(exc: BadToken | ForeignToken) -> ApiError:
 )
 def create_session(request: HttpRequest, body: SessionIn) -> Status[dict[str, Any]]:
     if not re.fullmatch(MODEL_PATTERN, body.model):
-        raise ApiError(
-            422,
+        raise Invalid(
             "invalid_model",
             "Unknown model: use offline, scripted or a claude-* model name.",
             {"model": body.model},
@@ -274,11 +275,11 @@ def delete_session(request: HttpRequest, session_id: str) -> dict[str, Any]:
 def post_message(request: HttpRequest, session_id: str, body: MessageIn) -> Status[dict[str, Any]]:
     session = _session(request, session_id)
     if not re.search(NOT_BLANK, body.text):
-        raise ApiError(422, "invalid_request", "The message text is empty.")
+        raise Invalid("invalid_request", "The message text is empty.")
     try:
         event, run = message_post(session=session, text=body.text)
     except SessionNotFound as exc:  # deleted meanwhile
-        raise ApiError(404, "not_found", "No such session.") from exc
+        raise NotFound("No such session.") from exc
     token = run_token(run_id=run.id, owner_id=session.owner_id, seq=event.seq)
     return Status(202, {"run_id": run.id, "continuation_token": token})
 

@@ -17,7 +17,7 @@ from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 from django.contrib.auth.models import AbstractBaseUser
 
-from agentsite.api import user_for_token
+from agentsite.auth import user_for_token
 from sessions import streams
 from sessions.models import AgentSession, Run
 from sessions.tokens import BadToken, ForeignToken, session_token_seq

@@ -3,7 +3,7 @@ from __future__ import annotations
 from django.conf import settings
 from django.db import models
 
-from agentsite.ids import new_run_id, new_session_id
+from agentsite.core.ids import new_run_id, new_session_id
 
 
 class AgentSession(models.Model):

@@ -31,7 +31,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from agentsite.queries import get_or_none
+from agentsite.core.queries import get_or_none
 from jobs.live import redis_connection
 from sessions.events import event_append
 from sessions.models import AgentSession, Event, Run

@@ -36,8 +36,8 @@ from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.db import connections
 
-from agentsite.database import through_database_outage
-from agentsite.logcontext import log_context_bind, logged_with
+from agentsite.core.database import through_database_outage
+from agentsite.core.logcontext import log_context_bind, logged_with
 from jobs.registry import get_tool
 from sessions.conversation import Conversation, conversation_build
 from sessions.loop import HANDED_BACK, Turn

@@ -8,8 +8,8 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
-from agentsite.ids import is_id
-from agentsite.queries import get_or_none
+from agentsite.core.ids import is_id
+from agentsite.core.queries import get_or_none
 from sessions.inbox import inbox_append_locked
 from sessions.models import AgentSession, Event, Run
 from sessions.runs import run_request_cancel, session_lock

@@ -33,9 +33,11 @@ from django.db import connections
 from django.http import HttpRequest, StreamingHttpResponse
 from ninja import Router
 
-from agentsite.api import ApiError, errors, request_user
-from agentsite.ids import is_id
-from agentsite.queries import get_or_none
+from agentsite.auth import request_user
+from agentsite.core.errors import NotFound
+from agentsite.core.ids import is_id
+from agentsite.core.queries import get_or_none
+from agentsite.http import errors
 from sessions.api import token_api_error
 from sessions.models import AgentSession, Event, Run
 from sessions.tokens import (
@@ -409,7 +411,7 @@ async def session_stream(
     user = request_user(request)
     session = await owned_session(user, session_id)
     if session is None:
-        raise ApiError(404, "not_found", f"No session {session_id!r}.")
+        raise NotFound(f"No session {session_id!r}.")
     token = resume_token(request, after)
     try:
         seq = session_token_seq(token, session_id=session.id, owner_id=user.pk)
@@ -435,7 +437,7 @@ async def run_stream(
     user = request_user(request)
     run = await owned_run(user, run_id)
     if run is None:
-        raise ApiError(404, "not_found", f"No run {run_id!r}.")
+        raise NotFound(f"No run {run_id!r}.")
     token = resume_token(request, continuation_token)
     try:
         seq = run_token_seq(token, run_id=run.id, owner_id=user.pk)

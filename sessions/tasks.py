@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from agentsite.periodic import PeriodicTask
+from agentsite.core.periodic import PeriodicTask
 
 
 def run_turn(run_id: str) -> str:

@@ -12,6 +12,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from agentsite.core.errors import DomainError
 from jobs.registry import Tool, all_tools
 
 log = logging.getLogger(__name__)
@@ -100,13 +101,12 @@ def tool_execute(
     *, owner: Any, session_id: str, run_id: str, name: str, args: dict[str, Any], call_id: str
 ) -> tuple[Any, bool]:
     """Carry out one tool call; returns ``(output, is_error)`` and never raises."""
-    from jobs.services import JobRequestError
 
     try:
         return _dispatch(
             owner=owner, session_id=session_id, run_id=run_id, name=name, args=args, call_id=call_id
         ), False
-    except JobRequestError as exc:
+    except DomainError as exc:
         error: dict[str, Any] = {"code": exc.code, "message": exc.message}
         if exc.details is not None:
             error["details"] = exc.details

@@ -13,7 +13,7 @@ import os
 import tempfile
 from pathlib import Path
 
-from agentsite.embedded_redis import redis_answers, start_embedded_redis
+from agentsite.core.embedded_redis import redis_answers, start_embedded_redis
 
 LOCAL_REDIS_URL = f"redis://127.0.0.1:6379/{os.environ.get('AGENTSITE_TEST_REDIS_DB', '15')}"
 

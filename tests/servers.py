@@ -12,7 +12,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from agentsite.embedded_redis import free_port, redis_server_command, wait_for_redis
+from agentsite.core.embedded_redis import free_port, redis_server_command, wait_for_redis
 
 
 class OwnRedis:

@@ -13,6 +13,7 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.db.models import Max, QuerySet
 from mcp_types import INVALID_PARAMS
 
+from agentsite.core.errors import DomainError
 from jobs import lifecycle, services
 from jobs.mcp import mapping
 from jobs.models import Job
@@ -51,7 +52,7 @@ def blocking_call(*, owner: AbstractBaseUser, tool: str, args: dict[str, Any]) -
     """Run a blocking tool inline; its exceptions become an ``isError`` result."""
     try:
         output = services.blocking_tool_call(owner=owner, tool=tool, args=args)
-    except services.JobRequestError as exc:
+    except DomainError as exc:
         raise _from_request_error(exc) from exc
     except Exception as exc:  # the tool's own failure is a result the model can read
         return mapping.tool_result(f"{type(exc).__name__}: {exc}", is_error=True)
@@ -66,7 +67,7 @@ def job_start(
         job, _ = services.job_create(
             owner=owner, tool=tool, args=args, idempotency_key=idempotency_key
         )
-    except services.JobRequestError as exc:
+    except DomainError as exc:
         raise _from_request_error(exc) from exc
     return job
 
@@ -75,7 +76,7 @@ def task_job(*, owner: AbstractBaseUser, task_id: str) -> Job:
     """The owner's job behind ``task_id``; anyone else's is reported as not found."""
     try:
         job = services.job_get(owner=owner, job_id=task_id)
-    except services.JobRequestError as exc:
+    except DomainError as exc:
         raise McpCallError(INVALID_PARAMS, "Failed to retrieve task: Task not found") from exc
     job.last_event_at = job.events.aggregate(at=Max("created_at"))["at"]  # type: ignore[attr-defined]
     return job
@@ -147,7 +148,7 @@ def _offset(cursor: str | None) -> int:
     raise McpCallError(INVALID_PARAMS, "Invalid cursor")
 
 
-def _from_request_error(exc: services.JobRequestError) -> Exception:
+def _from_request_error(exc: DomainError) -> Exception:
     if exc.code == "invalid_arguments":
         return ToolInputRejected(exc.message, exc.details)
     if exc.code == "unknown_tool":

@@ -18,7 +18,7 @@ from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 from mcp.server.auth.provider import AccessToken
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 
-from agentsite.api import user_for_token
+from agentsite.auth import user_for_token
 from jobs.mcp.server import build_server
 
 MCP_PATHS = frozenset({"/mcp", "/mcp/"})

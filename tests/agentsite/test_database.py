@@ -1,4 +1,4 @@
-"""Workers wait for a restarted database instead of failing (agentsite.database)."""
+"""Workers wait for a restarted database instead of failing (agentsite.core.database)."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.db import OperationalError, connection, connections
 
-from agentsite.database import through_database_outage
-from agentsite.embedded_redis import free_port
+from agentsite.core.database import through_database_outage
+from agentsite.core.embedded_redis import free_port
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

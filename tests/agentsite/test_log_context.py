@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from agentsite.logcontext import LogContextFilter, log_context_bind, logged_with
+from agentsite.core.logcontext import LogContextFilter, log_context_bind, logged_with
 from tests.conftest import ARTIFACTS, wait_until
 from tests.jobs.factories import started_job_id, wait_for_status
 

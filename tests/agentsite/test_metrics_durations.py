@@ -10,7 +10,7 @@ from django.db import OperationalError
 from django.test import Client
 from django.utils import timezone
 
-from agentsite.database import through_database_outage
+from agentsite.core.database import through_database_outage
 from agentsite.metrics import DURATIONS, DurationHistogram
 from jobs.models import Job
 from tests.agentsite.scrape import samples_of, value

@@ -17,7 +17,7 @@ from typing import Any
 import httpx
 import pytest
 
-from agentsite.embedded_redis import free_port
+from agentsite.core.embedded_redis import free_port
 from jobs.models import Job
 from sessions.models import Run
 from sessions.worker import TURN_WORKER_ARGS

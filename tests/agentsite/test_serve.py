@@ -12,7 +12,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from agentsite.embedded_redis import free_port
+from agentsite.core.embedded_redis import free_port
 from tests.conftest import BASE_DIR
 
 

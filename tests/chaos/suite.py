@@ -275,7 +275,7 @@ def layout(processes: Processes, transactional_db: None) -> Iterator[Layout]:
     """The layout, up and healthy, with a follower and traffic under way."""
     user = get_user_model().objects.create_user(username="chaos", password="chaos-pw")
     headers = headers_for(user)
-    bases = [daphne_serve(processes, f"chaos-web-{i}", env=ENV, asgi=True) for i in (1, 2)]
+    bases = [daphne_serve(processes, f"chaos-web-{i}", env=ENV) for i in (1, 2)]
     session = httpx.post(f"{bases[0]}/api/sessions", json={}, headers=headers, timeout=10)
     assert session.status_code == 201, describe(session)
     session_id = session.json()["session_id"]

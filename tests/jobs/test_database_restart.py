@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from agentsite.database import through_database_outage
+from agentsite.core.database import through_database_outage
 from jobs import lifecycle, runner
 from jobs.models import Job, JobChunk
 from jobs.runner import Heartbeat, RunnerToolContext

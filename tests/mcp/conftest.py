@@ -15,7 +15,7 @@ from typing import Any
 import httpx
 import pytest
 
-from agentsite.embedded_redis import free_port
+from agentsite.core.embedded_redis import free_port
 from agentsite.models import ApiToken
 from tests.conftest import ARTIFACTS, BASE_DIR, Processes, subprocess_env
 

@@ -106,24 +106,19 @@ def logged_seqs(session: AgentSession) -> list[int]:
 # --- a real web server and SSE parsing -------------------------------------------------------
 
 
-def daphne_serve(
-    processes: Any, name: str = "daphne", env: dict[str, str] | None = None, *, asgi: bool = False
-) -> str:
-    """Start the real web server (daphne, via runserver) on a free port; its base URL.
+def daphne_serve(processes: Any, name: str = "daphne", env: dict[str, str] | None = None) -> str:
+    """Start the real web server (daphne on ``agentsite.asgi``, as in production) on a free port.
 
-    With ``asgi``, daphne is started as in production, on ``agentsite.asgi``.
+    Returns its base URL.
     """
     import socket
     import time
 
-    from agentsite.embedded_redis import free_port
+    from agentsite.core.embedded_redis import free_port
 
     port = free_port()
-    if asgi:
-        daphne = ["-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "agentsite.asgi:application"]
-        proc = processes.start_python(name, *daphne, env=env)
-    else:
-        proc = processes.start(name, "runserver", f"127.0.0.1:{port}", "--noreload", env=env)
+    daphne = ["-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "agentsite.asgi:application"]
+    proc = processes.start_python(name, *daphne, env=env)
     deadline = time.monotonic() + 30
     while True:
         try:

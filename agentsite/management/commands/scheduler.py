@@ -17,7 +17,7 @@ from django.core.management.base import BaseCommand
 from django_rq.cron import DjangoCronScheduler
 from rq.exceptions import StopRequested
 
-from agentsite import metrics
+from agentsite.core import telemetry
 from jobs.worker import OUTAGE_BACKOFF_MAX_S, REDIS_DOWN
 
 log = logging.getLogger(__name__)
@@ -40,7 +40,7 @@ class Scheduler(DjangoCronScheduler):
                         self.save()
                     self.heartbeat()
                     if wait > 0.5:  # it had failed: Redis is back
-                        metrics.reconnect_count("redis")
+                        telemetry.reconnect_count("redis")
                     wait = 0.5
                     sleep_s = self.calculate_sleep_interval()
                 except REDIS_DOWN as exc:

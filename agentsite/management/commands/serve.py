@@ -23,7 +23,7 @@ from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandParser
 
-from agentsite.embedded_redis import free_port, redis_server_command, wait_for_redis
+from agentsite.core.embedded_redis import free_port, redis_server_command, wait_for_redis
 from sessions.worker import TURN_WORKER_ARGS
 
 COLORS = ["\033[36m", "\033[35m", "\033[33m", "\033[32m", "\033[34m"]

@@ -15,6 +15,8 @@ from typing import TypeVar
 
 from django.db import InterfaceError, OperationalError, connections
 
+from agentsite.core import telemetry
+
 log = logging.getLogger(__name__)
 
 # What a lost or refused connection raises (a locked SQLite database, too: also transient).
@@ -35,9 +37,7 @@ def through_database_outage(action: Callable[[], T], *, what: str) -> T:
             return action()
         except DATABASE_AWAY as exc:
             connections.close_all()
-            from agentsite import metrics  # not at import: metrics loads the apps' models
-
-            metrics.database_lost()  # the next connection is a reconnect
+            telemetry.database_lost()  # the next connection is a reconnect
             log.warning("%s: database unavailable (%s); retrying in %.1fs", what, exc, wait)
             time.sleep(wait)
             wait = min(wait * 2, BACKOFF_S[1])
