@@ -14,6 +14,7 @@ from django.conf import settings
 from django.test import Client
 from websockets.exceptions import InvalidStatus
 from websockets.sync.client import connect as websocket_connect
+from websockets.typing import Origin
 
 from sessions.models import AgentSession
 from tests.conftest import Processes
@@ -43,7 +44,10 @@ def handshake(site: str, user: Any, origin: str) -> int:
     url = site.replace("http://", "ws://") + f"/ws/sessions/{session.id}/"
     try:
         with websocket_connect(
-            url, origin=origin, additional_headers={"Cookie": login_cookie(user)}, open_timeout=10
+            url,
+            origin=Origin(origin),
+            additional_headers={"Cookie": login_cookie(user)},
+            open_timeout=10,
         ) as socket:
             # A socket whose login was not accepted is closed at once (4401); this one
             # stays open, waiting for the empty session's first event.
