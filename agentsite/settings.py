@@ -162,7 +162,10 @@ if _database["ENGINE"] == "django.db.backends.sqlite3":
     _database["OPTIONS"] = {**SQLITE_OPTIONS, **_database.get("OPTIONS", {})}
     _sqlite_file = Path(str(_database["NAME"] or ":memory:"))
     if str(_sqlite_file) != ":memory:" and _sqlite_file.parent.is_dir():
-        sqlite_file_private(_sqlite_file)  # 0600 before SQLite creates it with the umask's mode
+        try:
+            sqlite_file_private(_sqlite_file)  # 0600 before SQLite would make it 0644
+        except OSError:  # a read-only directory: SQLite will say so when it opens the file
+            pass
     # Tests run workers in other processes, so the test database must be a file.
     _database["TEST"] = {"NAME": str(LOCAL_DIR / f"{TEST_DB_NAME}.sqlite3")}
 else:
