@@ -22,7 +22,7 @@ def renderer(browser: Any) -> Iterator[Any]:
     context.close()
 
 
-def render_within(page: Any, source: str, timeout_s: float = 60) -> str:
+def render_within(page: Any, source: str, timeout_s: float = 30) -> str:
     """Render ``source`` in the page; fail if the page has not returned within ``timeout_s``.
 
     The render runs on a timer and the wait is Playwright's, so a renderer stuck on
