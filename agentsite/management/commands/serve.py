@@ -14,9 +14,11 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import IO, Any
 
 from django.conf import settings
@@ -26,6 +28,7 @@ from django.core.management.base import BaseCommand, CommandParser
 from agentsite.core.embedded_redis import (
     private_redis_command,
     private_redis_socket,
+    redis_answers,
     unix_socket_url,
     wait_for_redis,
 )
@@ -87,6 +90,8 @@ class Command(BaseCommand):
     def start_redis(self) -> str:
         data_dir = private_dir(settings.LOCAL_DIR / "redis")
         socket_path = private_redis_socket(data_dir)
+        if redis_answers(unix_socket_url(socket_path)):  # another run's, still up: leave it be
+            socket_path = private_redis_socket(Path(tempfile.mkdtemp(prefix="agentsite-redis-")))
         socket_path.unlink(missing_ok=True)  # left by a Redis that was killed
         self.spawn(Child("redis", private_redis_command(socket_path, data_dir)), dict(os.environ))
         url = unix_socket_url(socket_path)
