@@ -153,7 +153,7 @@ def daphne_body_limit() -> None:
         if hasattr(transport, "loseWriteConnection"):
             transport.loseWriteConnection()
         # Imported here, not at the top: importing twisted's reactor installs one, and
-        # only daphne may choose which (this module is imported by every process).
+        # only daphne may choose which (this module is also imported without daphne).
         from twisted.internet import reactor
 
         cast(Any, reactor).callLater(DROP_REST_FOR_S, transport.abortConnection)
