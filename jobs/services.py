@@ -338,23 +338,6 @@ def job_summary(job: Job) -> str:
     return str(job.status)
 
 
-# --- blocking tools -------------------------------------------------------------------
-
-
-def blocking_tool_call(
-    *, owner: Any, tool: str, args: dict[str, Any], session_id: str | None = None
-) -> Any:
-    """Validate and run a blocking tool inline; the tool's own exceptions propagate."""
-    from jobs.runner import InlineToolContext
-
-    spec = tool_for_request(tool, kind="blocking")
-    parsed = tool_args_parse(spec, args)
-    ctx = InlineToolContext(
-        owner_id=getattr(owner, "pk", None), session_id=session_id, timeout_s=spec.default_timeout_s
-    )
-    return spec.run(parsed, ctx)
-
-
 # --- housekeeping ---------------------------------------------------------------------
 
 

@@ -121,7 +121,7 @@ def tool_execute(
 def _dispatch(
     *, owner: Any, session_id: str, run_id: str, name: str, args: dict[str, Any], call_id: str
 ) -> Any:
-    from jobs import services
+    from jobs import inline, services
     from jobs.lifecycle import job_request_cancel
 
     if name == "get_job_status":
@@ -142,7 +142,7 @@ def _dispatch(
             run_id=run_id,
         )
         return {"job_id": job.id, "status": "queued"}
-    return services.blocking_tool_call(owner=owner, tool=name, args=args, session_id=session_id)
+    return inline.blocking_tool_call(owner=owner, tool=name, args=args, session_id=session_id)
 
 
 def _async_tool(name: str) -> Tool | None:
