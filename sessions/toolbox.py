@@ -8,6 +8,7 @@ tool is offered as ``start_<tool>``, which starts a job and returns at once;
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from typing import Any
 
 from pydantic import ValidationError
@@ -121,11 +122,11 @@ def tool_execute(
 def _dispatch(
     *, owner: Any, session_id: str, run_id: str, name: str, args: dict[str, Any], call_id: str
 ) -> Any:
-    from jobs import inline, services
+    from jobs import documents, inline, services
     from jobs.lifecycle import job_request_cancel
 
     if name == "get_job_status":
-        return services.job_status_doc(services.job_get(owner=owner, job_id=_job_id(args)))
+        return documents.job_status_doc(services.job_get(owner=owner, job_id=_job_id(args)))
     if name == "stop_job":
         job = services.job_get(owner=owner, job_id=_job_id(args))
         return {"job_id": job.id, "state": job_request_cancel(job_id=job.id)}
@@ -158,15 +159,15 @@ def _job_id(args: dict[str, Any]) -> str:
     return str(args.get("job_id", ""))
 
 
-def _job_result(*, owner: Any, args: dict[str, Any]) -> dict[str, Any]:
-    from jobs import services
+def _job_result(*, owner: Any, args: dict[str, Any]) -> Mapping[str, Any]:
+    from jobs import documents, services
     from jobs.models import Job
 
     job = services.job_get(owner=owner, job_id=_job_id(args))
     cursor = args.get("cursor")
     if cursor is None and job.status == Job.Status.DONE:
-        return services.job_result_doc(job)
+        return documents.job_result_doc(job)
     if cursor is None and job.is_terminal:
-        return services.job_result_doc(job)  # raises the honest 409 (failed, cancelled…)
-    page = services.job_result_page(job, int(cursor or 0), RESULT_PAGE_SIZE)
+        return documents.job_result_doc(job)  # raises the honest 409 (failed, cancelled…)
+    page = documents.job_result_page(job, int(cursor or 0), RESULT_PAGE_SIZE)
     return {"job_id": job.id, "status": job.status, **page}

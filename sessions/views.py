@@ -16,11 +16,10 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
+from jobs.documents import FINAL_JOB_EVENTS
 from jobs.models import Job
 from sessions.models import AgentSession, Event
 from sessions.services import session_create
-
-FINISHED_JOB_EVENTS = ["job_completed", "job_failed", "job_cancelled", "job_timed_out"]
 
 
 @dataclass
@@ -42,7 +41,7 @@ def session_rows(owner: Any) -> list[SessionRow]:
     )
     unseen = Event.objects.filter(session_id__in=ids, seq__gt=F("session__seen_seq"))
     finished = dict(
-        unseen.filter(kind=Event.Kind.JOB_EVENT, payload__event__in=FINISHED_JOB_EVENTS)
+        unseen.filter(kind=Event.Kind.JOB_EVENT, payload__event__in=sorted(FINAL_JOB_EVENTS))
         .values_list("session_id")
         .annotate(n=Count("id"))
     )

@@ -15,6 +15,8 @@ from typing import Any
 from django.conf import settings
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from jobs.documents import job_summary
+from jobs.models import Job
 from jobs.registry import ToolContext, tool
 from jobs.tools.running import sleep_unless_cancelled, tool_input, tool_setting
 
@@ -70,9 +72,6 @@ class Section:
 
 def sources_load(job_ids: list[str], owner_id: int | None) -> list[Source]:
     """The source jobs, in the order given; another owner's job counts as unknown."""
-    from jobs.models import Job
-    from jobs.services import job_summary
-
     if not job_ids:
         return []
     jobs = {j.id: j for j in Job.objects.filter(id__in=job_ids, owner_id=owner_id)}
