@@ -9,7 +9,8 @@ loser gets ``JobTransitionError``. A terminal status never changes again.
 
 Each transition publishes exactly one event through ``job_publish``: a
 ``JobEvent`` row (and a session event when the job belongs to a session) in
-the same transaction, then, once committed, a channel-layer message and — for
+the same transaction, then, once committed, a channel-layer message to the
+owner's group and — for
 final states of jobs with a callback URL — a webhook delivery.
 """
 
@@ -36,8 +37,8 @@ from jobs.documents import (
     job_event_payload,
     job_status_doc,
 )
-from jobs.groups import cancel_key, job_group, owner_jobs_group
-from jobs.live import group_send, redis_connection
+from jobs.groups import cancel_key
+from jobs.live import job_update_send, redis_connection
 from jobs.models import Job, JobChunk, JobEvent
 from jobs.webhooks import webhook_delivery_create
 
@@ -202,15 +203,17 @@ def job_progress(*, job_id: str, fraction: float | None, message: str = "") -> J
 
 
 def job_partial(*, job_id: str, index: int, item: Any) -> JobChunk:
-    """Append partial result ``index`` of a running job and tell live listeners."""
+    """Append partial result ``index`` of a running job.
+
+    Nothing is published: readers page through the rows (``/result?cursor=``),
+    prompted by the ``partial_count`` of the job's next progress event.
+    """
     with transaction.atomic():
         grown = Job.objects.filter(id=job_id, status=S.RUNNING).update(partial_count=index + 1)
         if grown != 1:
             current = Job.objects.filter(id=job_id).values_list("status", flat=True).first()
             raise JobTransitionError(job_id, "partial", current)
         chunk = JobChunk.objects.create(job_id=job_id, index=index, item=item)
-        message = {"type": "job.partial", "job_id": job_id, "index": index, "item": item}
-        transaction.on_commit(lambda: group_send([job_group(job_id)], message))
     return chunk
 
 
@@ -392,9 +395,8 @@ def job_publish(job: Job, event: JobEventName) -> None:
         except Exception:
             # The job's own state must be recorded even if its session cannot take the event.
             log.exception("could not add %s of %s to session %s", event, job.id, job.session_id)
-    message = {"type": "job.update", "job": job_status_doc(job), "event": str(event)}
-    groups = [job_group(job.id), owner_jobs_group(job.owner_id)]
-    transaction.on_commit(lambda: group_send(groups, message))
+    doc, owner_id = job_status_doc(job), job.owner_id
+    transaction.on_commit(lambda: job_update_send(owner_id=owner_id, job=doc, event=event))
     if job.is_terminal and job.callback_url:
         webhook_delivery_create(job=job, event=event)
 
