@@ -8,9 +8,9 @@ cancelling, the scheduler noticing a lost worker) exactly one wins, and the
 loser gets ``JobTransitionError``. A terminal status never changes again.
 
 Each transition publishes exactly one event through ``job_publish``: a
-``JobEvent`` row (and a session event when the job belongs to a session) in
-the same transaction, then, once committed, a channel-layer message to the
-owner's group and — for
+``JobEvent`` row (and, through the ``jobs.hooks`` that sessions registers, a
+session event when the job belongs to a session) in the same transaction,
+then, once committed, a channel-layer message to the owner's group and — for
 final states of jobs with a callback URL — a webhook delivery.
 """
 
@@ -30,13 +30,8 @@ from django.utils import timezone
 from redis.exceptions import RedisError
 from rq.job import Job as RqJob
 
-from jobs.documents import (
-    FINAL_EVENT_OF,
-    JobEventName,
-    JobEventPayload,
-    job_event_payload,
-    job_status_doc,
-)
+from jobs import hooks
+from jobs.documents import FINAL_EVENT_OF, JobEventName, job_event_payload, job_status_doc
 from jobs.groups import cancel_key
 from jobs.live import job_update_send, redis_connection
 from jobs.models import Job, JobChunk, JobEvent
@@ -385,35 +380,21 @@ def job_enqueue_if_ready(*, job_id: str) -> str:
 
 
 def job_publish(job: Job, event: JobEventName) -> None:
-    """Publish one transition: event rows now, live message and webhook after commit."""
+    """Publish one transition: event rows now, live message and webhook after commit.
+
+    Called inside the transition's transaction. The session's event (the
+    ``session_event`` hook) is written in a savepoint of it: it commits with the
+    job's state, and a session that cannot take it never costs the job its state.
+    """
     payload = job_event_payload(job, event)
     JobEvent.objects.create(job=job, event=event, payload=payload)
     if job.session_id:
         try:
             with transaction.atomic():
-                _session_publish(job.session_id, event, payload)
+                hooks.session_event_record(session_id=job.session_id, payload=payload)
         except Exception:
-            # The job's own state must be recorded even if its session cannot take the event.
             log.exception("could not add %s of %s to session %s", event, job.id, job.session_id)
     doc, owner_id = job_status_doc(job), job.owner_id
     transaction.on_commit(lambda: job_update_send(owner_id=owner_id, job=doc, event=event))
     if job.is_terminal and job.callback_url:
         webhook_delivery_create(job=job, event=event)
-
-
-def _session_publish(session_id: str, event: JobEventName, payload: JobEventPayload) -> None:
-    body = dict(payload)
-    if event.is_final:
-        # A final state is news for the agent: pending, so it wakes the loop.
-        try:
-            from sessions.inbox import inbox_append
-        except ImportError:  # the sessions app without its loop
-            from sessions.events import event_append
-
-            event_append(session_id=session_id, kind="job_event", payload=body, pending=True)
-            return
-        inbox_append(session_id=session_id, kind="job_event", payload=body)
-        return
-    from sessions.events import event_append
-
-    event_append(session_id=session_id, kind="job_event", payload=body, pending=False)

@@ -15,10 +15,13 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from django.conf import settings
 from pydantic import BaseModel
+
+if TYPE_CHECKING:
+    from jobs.hooks import TextModel
 
 
 class ToolCancelled(Exception):
@@ -46,6 +49,9 @@ class ToolContext(Protocol):
 
     def check_cancelled(self) -> None:
         """Raise ToolCancelled when ``cancelled`` is true."""
+
+    def model(self) -> TextModel | None:
+        """The model of the job's session, for tools that write prose; None without one."""
 
 
 ToolKind = Literal["blocking", "async"]

@@ -23,7 +23,7 @@ from pydantic import BaseModel, ValidationError
 
 from agentsite.core.errors import BadRequest, Invalid, NotFound
 from agentsite.core.ids import is_id
-from jobs import lifecycle
+from jobs import hooks, lifecycle
 from jobs.addresses import AddressRefused, check_url
 from jobs.models import IDEMPOTENCY_KEY_MAX_LENGTH, MAX_DEPENDENCIES, Job
 from jobs.registry import Tool, get_tool
@@ -200,13 +200,11 @@ def dependencies_validate(owner: Any, depends_on: Sequence[str]) -> list[str]:
 
 
 def session_validate(owner: Any, session_id: str | None) -> None:
+    """A job may be started in one of the owner's live sessions (asked through ``jobs.hooks``)."""
     if session_id is None:
         return
-    from sessions.models import AgentSession
-
-    if (
-        not is_id("ses", session_id)
-        or not AgentSession.objects.filter(pk=session_id, owner=owner).exists()
+    if not is_id("ses", session_id) or not hooks.session_is_live(
+        owner=owner, session_id=session_id
     ):
         raise Invalid("unknown_session", "session_id does not name one of your sessions.")
 

@@ -1,7 +1,8 @@
 """The ToolContexts: what a running tool reports through, in each place a tool runs.
 
 ``ToolContext`` (in ``jobs.registry``) is what a tool may use. Three contexts
-implement it, all on ``BaseToolContext`` (ids, deadline, logger, the stop switch):
+implement it, all on ``BaseToolContext`` (ids, deadline, logger, the stop switch,
+the session's model):
 
 - ``JobToolContext``: a job in a work horse; publishes progress (throttled)
   and partial results through ``jobs.lifecycle``, and is told to stop by the
@@ -25,7 +26,8 @@ from django.db import connections
 from django.utils import timezone
 
 from agentsite.core.database import DATABASE_AWAY, through_database_outage
-from jobs import lifecycle
+from jobs import hooks, lifecycle
+from jobs.hooks import TextModel
 from jobs.lifecycle import JobTransitionError
 from jobs.models import Job
 from jobs.registry import ToolCancelled
@@ -73,6 +75,10 @@ class BaseToolContext:
     def check_cancelled(self) -> None:
         if self.cancelled:
             raise ToolCancelled(self.stop_reason or StopReason.DEADLINE)
+
+    def model(self) -> TextModel | None:
+        """The session's model for tools that write prose; None without one (or offline)."""
+        return hooks.session_model(session_id=self.session_id)
 
 
 def deadline_after(timeout_s: float | None) -> datetime | None:
