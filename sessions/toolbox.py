@@ -14,7 +14,10 @@ from typing import Any
 from pydantic import ValidationError
 
 from agentsite.core.errors import DomainError
-from jobs.registry import Tool, all_tools
+from jobs import documents, inline, services
+from jobs.lifecycle import job_request_cancel
+from jobs.models import Job
+from jobs.registry import Tool, all_tools, get_tool
 
 log = logging.getLogger(__name__)
 
@@ -122,9 +125,6 @@ def tool_execute(
 def _dispatch(
     *, owner: Any, session_id: str, run_id: str, name: str, args: dict[str, Any], call_id: str
 ) -> Any:
-    from jobs import documents, inline, services
-    from jobs.lifecycle import job_request_cancel
-
     if name == "get_job_status":
         return documents.job_status_doc(services.job_get(owner=owner, job_id=_job_id(args)))
     if name == "stop_job":
@@ -149,8 +149,6 @@ def _dispatch(
 def _async_tool(name: str) -> Tool | None:
     if not name.startswith(START_PREFIX):
         return None
-    from jobs.registry import get_tool
-
     spec = get_tool(name.removeprefix(START_PREFIX))
     return spec if spec is not None and spec.kind == "async" else None
 
@@ -160,9 +158,6 @@ def _job_id(args: dict[str, Any]) -> str:
 
 
 def _job_result(*, owner: Any, args: dict[str, Any]) -> Mapping[str, Any]:
-    from jobs import documents, services
-    from jobs.models import Job
-
     job = services.job_get(owner=owner, job_id=_job_id(args))
     cursor = args.get("cursor")
     if cursor is None and job.status == Job.Status.DONE:
