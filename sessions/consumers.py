@@ -20,6 +20,7 @@ from django.contrib.auth.models import AbstractBaseUser
 from agentsite.auth import user_for_token
 from sessions import streams
 from sessions.models import AgentSession, Run
+from sessions.services import SessionNotFound
 from sessions.tokens import BadToken, ForeignToken, session_token_seq
 
 log = logging.getLogger(__name__)
@@ -156,8 +157,9 @@ class SessionConsumer(AsyncWebsocketConsumer):
         if self.user is None or not self.user.is_authenticated:
             return await self.close(CLOSE_UNAUTHENTICATED)
         session_id = self.scope["url_route"]["kwargs"]["session_id"]
-        self.session = await streams.owned_session(self.user, session_id)
-        if self.session is None:
+        try:
+            self.session = await streams.session_read(owner=self.user, session_id=session_id)
+        except SessionNotFound:
             return await self.close(CLOSE_NOT_FOUND)
         query = parse_qs(self.scope.get("query_string", b"").decode("latin1"))
         try:

@@ -22,7 +22,7 @@ from markdown_it import MarkdownIt
 
 from jobs.models import Job, JobChunk
 from sessions.models import AgentSession, Event
-from sessions.services import session_create
+from sessions.services import SessionNotFound, session_create, session_for
 
 # "js-default": raw HTML in the source is escaped and javascript:/data: links
 # are refused, so model and tool output can never inject markup.
@@ -70,12 +70,10 @@ def session_rows(owner: Any) -> list[SessionRow]:
 
 
 def owned_session_or_404(request: HttpRequest, session_id: str) -> AgentSession:
-    session = AgentSession.objects.filter(
-        pk=session_id, owner_id=request.user.pk, deleted_at__isnull=True
-    ).first()
-    if session is None:
-        raise Http404("No such session.")
-    return session
+    try:
+        return session_for(owner=request.user, session_id=session_id)
+    except SessionNotFound as exc:
+        raise Http404(exc.message) from exc
 
 
 def owned_job_or_404(request: HttpRequest, job_id: str) -> Job:
