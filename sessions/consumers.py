@@ -18,8 +18,9 @@ from channels.generic.websocket import AsyncWebsocketConsumer
 from django.contrib.auth.models import AbstractBaseUser
 
 from agentsite.auth import user_for_token
-from sessions import streams
-from sessions.models import AgentSession, Run
+from agentsite.core.errors import DomainError
+from sessions import services, streams
+from sessions.models import AgentSession
 from sessions.services import SessionNotFound
 from sessions.tokens import BadToken, ForeignToken, session_token_seq
 
@@ -51,11 +52,6 @@ def offered_api_token(scope: dict[str, Any]) -> str:
 @streams.log_read
 def token_user(raw: str) -> AbstractBaseUser | None:
     return user_for_token(raw)
-
-
-@database_sync_to_async
-def session_mark_seen(session_id: str, seq: int) -> None:
-    AgentSession.objects.filter(pk=session_id, seen_seq__lt=seq).update(seen_seq=seq)
 
 
 class ClientFrameError(Exception):
@@ -93,32 +89,26 @@ def client_frame_parse(text_data: str | None, bytes_data: bytes | None) -> dict[
 
 @database_sync_to_async
 def message_send(session: AgentSession, text: str) -> dict[str, Any]:
-    from sessions.services import message_post
-
-    event, run = message_post(session=session, text=text)
+    event, run = services.message_post(session=session, text=text)
     return {"type": "message", "seq": event.seq, "run_id": run.id}
 
 
 @database_sync_to_async
 def job_stop(user: AbstractBaseUser, job_id: str) -> dict[str, Any]:
-    from jobs.lifecycle import job_request_cancel
-    from jobs.models import Job
-
-    if not Job.objects.filter(pk=job_id, owner_id=user.pk).exists():
-        raise ClientFrameError("not_found", f"No job {job_id!r}.")
-    return {"type": "stop_job", "job_id": job_id, "state": job_request_cancel(job_id=job_id)}
+    return {
+        "type": "stop_job",
+        "job_id": job_id,
+        "state": services.job_stop(owner=user, job_id=job_id),
+    }
 
 
 @database_sync_to_async
 def run_interrupt(session: AgentSession) -> dict[str, Any]:
-    from sessions.runs import run_request_cancel
+    run_id, state = services.session_interrupt(session=session)
+    return {"type": "interrupt", "run_id": run_id, "state": state}
 
-    active = Run.objects.filter(session=session, status__in=[Run.Status.RUNNING, Run.Status.QUEUED])
-    # The turn being generated first; else the one about to start.
-    run = active.order_by("-status", "created_at").first()
-    if run is None:
-        raise ClientFrameError("no_active_run", "Nothing is running in this session.")
-    return {"type": "interrupt", "run_id": run.id, "state": run_request_cancel(run_id=run.id)}
+
+session_mark_seen = database_sync_to_async(services.session_mark_seen)
 
 
 async def client_frame_act(
@@ -133,12 +123,9 @@ async def client_frame_act(
         if frame["type"] == "interrupt":
             return await run_interrupt(session)
         return {"type": "pong"}
-    except ClientFrameError:
-        raise
+    except DomainError as exc:
+        raise ClientFrameError(exc.code, exc.message) from exc
     except Exception as exc:
-        code, message = getattr(exc, "code", None), getattr(exc, "message", None)
-        if isinstance(code, str) and isinstance(message, str):
-            raise ClientFrameError(code, message) from exc
         log.exception("client frame %s failed", frame["type"])
         raise ClientFrameError("internal_error", "The server could not do that.") from exc
 
@@ -227,4 +214,4 @@ class SessionConsumer(AsyncWebsocketConsumer):
         streams.follower_leave(self.session.group_name)
         await self.channel_layer.group_discard(self.session.group_name, self.channel_name)
         if self.by_cookie:
-            await session_mark_seen(self.session.id, self.tail.cursor)
+            await session_mark_seen(session_id=self.session.id, seq=self.tail.cursor)

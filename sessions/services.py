@@ -1,4 +1,4 @@
-"""Session services: who owns what, create, post a message, delete.
+"""Session services: who owns what, create, post a message, the chat's actions, delete.
 
 ``session_for`` and ``run_for`` are the one ownership rule of each entity: every
 edge (REST, server-sent events, the websocket, the chat pages) looks a session
@@ -15,11 +15,12 @@ from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.db import transaction
 from django.utils import timezone
 
-from agentsite.core.errors import NotFound
+from agentsite.core.errors import Conflict, NotFound
 from agentsite.core.ids import is_id
 from agentsite.core.queries import get_or_none
 from jobs.lifecycle import job_request_cancel
 from jobs.models import Job
+from jobs.services import job_get
 from sessions.inbox import inbox_append_locked
 from sessions.models import AgentSession, Event, Run
 from sessions.runs import run_request_cancel, session_lock
@@ -83,6 +84,11 @@ def session_list(*, owner: Owner) -> list[AgentSession]:
     return list(AgentSession.objects.filter(owner_id=owner.pk, deleted_at__isnull=True))
 
 
+def session_mark_seen(*, session_id: str, seq: int) -> None:
+    """The owner has looked at the log up to ``seq`` (for "new since your visit")."""
+    AgentSession.objects.filter(pk=session_id, seen_seq__lt=seq).update(seen_seq=seq)
+
+
 def session_delete(*, session: AgentSession) -> dict[str, int]:
     """Soft-delete a session, cancel its live runs and its unfinished jobs."""
     with transaction.atomic():
@@ -105,6 +111,9 @@ def _session_jobs_cancel(*, session_id: str) -> int:
     return count
 
 
+# --- what the chat asks for ----------------------------------------------------------------
+
+
 def message_post(*, session: AgentSession, text: str) -> tuple[Event, Run]:
     """Append a pending user message; returns it and the run that will consume it.
 
@@ -120,3 +129,21 @@ def message_post(*, session: AgentSession, text: str) -> tuple[Event, Run]:
         if run is None:  # cannot be: a live session with a pending event has a run
             raise SessionNotFound()
     return event, run
+
+
+def session_interrupt(*, session: AgentSession) -> tuple[str, str]:
+    """Stop the session's turn: the one being generated, else the one about to start.
+
+    Returns the run and the state it reached; Conflict when nothing is running.
+    """
+    active = Run.objects.filter(session=session, status__in=[Run.Status.RUNNING, Run.Status.QUEUED])
+    run = active.order_by("-status", "created_at").first()
+    if run is None:
+        raise Conflict("no_active_run", "Nothing is running in this session.")
+    return run.id, run_request_cancel(run_id=run.id)
+
+
+def job_stop(*, owner: Owner, job_id: str) -> str:
+    """Ask the owner's job to stop; returns the state reached (NotFound for anyone else's)."""
+    job = job_get(owner=owner, job_id=job_id)
+    return job_request_cancel(job_id=job.id)
