@@ -19,6 +19,7 @@ from pydantic import ConfigDict, Field
 from agentsite.auth import request_user
 from agentsite.core.errors import Invalid
 from agentsite.http import NOT_BLANK, SPACE, Body, errors
+from sessions.llm.names import MODEL_NAME_PATTERN, MODEL_NAMES_TEXT
 from sessions.models import AgentSession, Event, Run
 from sessions.runs import run_request_cancel
 from sessions.services import (
@@ -36,7 +37,7 @@ router = Router(tags=["sessions"])
 
 # The models a session may name, blanks around allowed: the rule create_session
 # applies and the pattern the document shows.
-MODEL_PATTERN = rf"^{SPACE}*(offline|scripted|anthropic|claude[\s\S]*)?{SPACE}*$"
+MODEL_PATTERN = rf"^{SPACE}*({MODEL_NAME_PATTERN})?{SPACE}*$"
 
 
 class SessionIn(Body):
@@ -46,7 +47,7 @@ class SessionIn(Body):
     model: str = Field(
         default="",
         max_length=100,
-        description="offline, scripted or a claude-* model name; empty for the default.",
+        description=f"{MODEL_NAMES_TEXT}; empty for the default.",
         json_schema_extra={"pattern": MODEL_PATTERN},
     )
     system_prompt: str = Field(default="", max_length=20_000)
@@ -212,7 +213,7 @@ def create_session(request: HttpRequest, body: SessionIn) -> Status[dict[str, An
     if not re.fullmatch(MODEL_PATTERN, body.model):
         raise Invalid(
             "invalid_model",
-            "Unknown model: use offline, scripted or a claude-* model name.",
+            f"Unknown model: use {MODEL_NAMES_TEXT}.",
             {"model": body.model},
         )
     session = session_create(

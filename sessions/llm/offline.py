@@ -23,6 +23,7 @@ from typing import Any
 from django.conf import settings
 
 from sessions.llm.base import Finish, StreamItem, TextDelta, ToolUse, approx_tokens
+from sessions.llm.names import OFFLINE
 
 JOB_ID = re.compile(r"\bjob_[a-z0-9]+\b")
 EVENT_LINE = re.compile(
@@ -76,7 +77,7 @@ class Plan:
 
 
 class OfflineModel:
-    name = "offline"
+    name = OFFLINE
 
     async def stream(
         self, *, system: str, messages: list[dict[str, Any]], tools: list[dict[str, Any]]

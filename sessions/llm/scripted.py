@@ -25,6 +25,7 @@ import redis.asyncio
 from django.conf import settings
 
 from sessions.llm.base import Finish, ModelError, StreamItem, TextDelta, ToolUse, approx_tokens
+from sessions.llm.names import SCRIPTED
 
 NO_MORE = "(the scripted model has no response left)"
 GATE_TIMEOUT_S = 60.0
@@ -55,7 +56,7 @@ def scripted_open(key: str, gate: str) -> None:
 
 
 class ScriptedModel:
-    name = "scripted"
+    name = SCRIPTED
 
     def __init__(self, *, key: str) -> None:
         self.key = key
