@@ -27,9 +27,11 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
+import django_rq
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
+from rq.job import Job as RqJob
 
 from agentsite.core.queries import get_or_none
 from jobs.live import redis_connection
@@ -48,6 +50,9 @@ RUN_REQUEUE_AFTER_S = 10.0
 HEARTBEAT_EVERY_S = 2.0
 
 ACTIVE = (Run.Status.QUEUED, Run.Status.RUNNING)
+# The RQ entry point of a turn (``sessions.tasks.run_turn``), named rather than
+# imported: the tasks sit above the runtime, which sits above this module.
+RUN_TURN = "sessions.tasks.run_turn"
 
 
 @dataclass(frozen=True)
@@ -65,13 +70,9 @@ def session_lock(session_id: str) -> AgentSession:
 
 def run_enqueue(run_id: str, *, at_front: bool = False) -> None:
     """Hand a run to the turn workers; the RQ job id is the run id."""
-    import django_rq
-
-    from sessions.tasks import run_turn
-
     # On this process's Redis client: django_rq's own would connect anew each time.
     django_rq.get_queue("turns", connection=redis_connection()).enqueue(
-        run_turn, run_id, job_id=run_id, result_ttl=300, failure_ttl=3600, at_front=at_front
+        RUN_TURN, run_id, job_id=run_id, result_ttl=300, failure_ttl=3600, at_front=at_front
     )
 
 
@@ -374,8 +375,6 @@ def runs_reap(*, now: Any = None) -> dict[str, int]:
 
 
 def _rq_knows(run_id: str) -> bool:
-    from rq.job import Job as RqJob
-
     try:
         job = RqJob.fetch(run_id, connection=redis_connection())
     except Exception:

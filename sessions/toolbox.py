@@ -13,7 +13,10 @@ from typing import Any
 from pydantic import ValidationError
 
 from agentsite.core.errors import DomainError
-from jobs.registry import Tool, all_tools
+from jobs import services
+from jobs.lifecycle import job_request_cancel
+from jobs.models import Job
+from jobs.registry import Tool, all_tools, get_tool
 
 log = logging.getLogger(__name__)
 
@@ -121,9 +124,6 @@ def tool_execute(
 def _dispatch(
     *, owner: Any, session_id: str, run_id: str, name: str, args: dict[str, Any], call_id: str
 ) -> Any:
-    from jobs import services
-    from jobs.lifecycle import job_request_cancel
-
     if name == "get_job_status":
         return services.job_status_doc(services.job_get(owner=owner, job_id=_job_id(args)))
     if name == "stop_job":
@@ -148,8 +148,6 @@ def _dispatch(
 def _async_tool(name: str) -> Tool | None:
     if not name.startswith(START_PREFIX):
         return None
-    from jobs.registry import get_tool
-
     spec = get_tool(name.removeprefix(START_PREFIX))
     return spec if spec is not None and spec.kind == "async" else None
 
@@ -159,9 +157,6 @@ def _job_id(args: dict[str, Any]) -> str:
 
 
 def _job_result(*, owner: Any, args: dict[str, Any]) -> dict[str, Any]:
-    from jobs import services
-    from jobs.models import Job
-
     job = services.job_get(owner=owner, job_id=_job_id(args))
     cursor = args.get("cursor")
     if cursor is None and job.status == Job.Status.DONE:
