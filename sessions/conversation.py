@@ -2,7 +2,8 @@
 
 History is rebuilt from the log, run by run: the batch a run consumed (as the
 user's turn), then what it produced (text, tool calls, tool results). Job
-events are short text blocks — never the job's payload — and a job the model
+events are ``job_event`` blocks that a model reads as short text
+(``sessions.llm.blocks``) — never the job's whole output — and a job the model
 has already reacted to (its event was in a batch of a completed run) shrinks to
 one line. When the whole exceeds ``AGENTSITE_CONTEXT_BUDGET_TOKENS``, the
 oldest runs are left out first.
@@ -18,6 +19,7 @@ from django.conf import settings
 from django.db.models import Q
 
 from sessions.llm.base import approx_tokens
+from sessions.llm.blocks import job_event_block, wire_messages
 from sessions.models import AgentSession, Event, Run
 from sessions.toolbox import tool_definitions
 
@@ -49,7 +51,9 @@ class Conversation:
         return clip(output, limit)
 
     def tokens(self) -> int:
-        return approx_tokens(self.system) + approx_tokens(self.tools) + approx_tokens(self.messages)
+        """What the model will read, estimated: job events count as their text."""
+        messages = wire_messages(self.messages)
+        return approx_tokens(self.system) + approx_tokens(self.tools) + approx_tokens(messages)
 
 
 def clip(output: Any, limit: int) -> str:
@@ -57,25 +61,6 @@ def clip(output: Any, limit: int) -> str:
     if len(text) <= limit:
         return text
     return text[:limit] + f"… [{len(text) - limit} more characters; ask for less or page]"
-
-
-def job_event_text(payload: dict[str, Any], *, compact: bool) -> str:
-    """The short block a job event becomes (``compact``: the one-line form)."""
-    head = (
-        f"[event] {payload.get('event', 'job_event')} job_id={payload.get('job_id')} "
-        f"tool={payload.get('tool')} status={payload.get('status')}"
-    )
-    summary = str(payload.get("summary") or "").strip().replace("\n", " ")
-    error = payload.get("error") or None
-    if compact:
-        return f"{head} — {summary}" if summary else head
-    lines = [head]
-    if summary:
-        lines.append(f"summary: {summary}")
-    if isinstance(error, dict) and error.get("message"):
-        lines.append(f"error: {error.get('code')}: {error.get('message')}")
-    lines.append(f"details: get_job_result({payload.get('job_id')})")
-    return "\n".join(lines)
 
 
 def batch_blocks(events: list[Event], *, compact_jobs: bool) -> list[dict[str, Any]]:
@@ -86,9 +71,7 @@ def batch_blocks(events: list[Event], *, compact_jobs: bool) -> list[dict[str, A
             if text:
                 blocks.append({"type": "text", "text": text})
         elif event.kind == Event.Kind.JOB_EVENT:
-            blocks.append(
-                {"type": "text", "text": job_event_text(event.payload, compact=compact_jobs)}
-            )
+            blocks.append(job_event_block(event.payload, compact=compact_jobs))
     return blocks
 
 

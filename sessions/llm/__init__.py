@@ -4,7 +4,8 @@
 they arrive, then one ``Finish`` with the stop reason and the usage. Messages
 and tools use the Anthropic Messages shapes (roles ``user``/``assistant``,
 content blocks ``text``, ``tool_use``, ``tool_result``), which every client
-here understands.
+here understands, plus agentsite's ``job_event`` block (``sessions.llm.blocks``):
+a client that calls a model API sends it as its text.
 """
 
 from __future__ import annotations

@@ -15,6 +15,7 @@ import anthropic
 from django.conf import settings
 
 from sessions.llm.base import Finish, ModelError, StreamItem, TextDelta, ToolUse
+from sessions.llm.blocks import wire_messages
 from sessions.llm.names import CLAUDE_PREFIX
 
 DEFAULT_MODEL = "claude-sonnet-4-5"
@@ -54,7 +55,7 @@ class AnthropicModel:
         params: dict[str, Any] = {
             "model": self.name,
             "max_tokens": MAX_TOKENS,
-            "messages": messages,
+            "messages": wire_messages(messages),
         }
         if system:
             params["system"] = system

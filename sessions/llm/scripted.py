@@ -25,6 +25,7 @@ import redis.asyncio
 from django.conf import settings
 
 from sessions.llm.base import Finish, ModelError, StreamItem, TextDelta, ToolUse, approx_tokens
+from sessions.llm.blocks import wire_messages
 from sessions.llm.names import SCRIPTED
 
 NO_MORE = "(the scripted model has no response left)"
@@ -64,6 +65,7 @@ class ScriptedModel:
     async def stream(
         self, *, system: str, messages: list[dict[str, Any]], tools: list[dict[str, Any]]
     ) -> AsyncIterator[StreamItem]:
+        messages = wire_messages(messages)  # what a real model would be sent
         request = {"system": system, "messages": messages, "tools": tools}
         conn = redis.asyncio.Redis.from_url(settings.REDIS_URL)
         try:
