@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from django.conf import settings
 from django.db.models import Q
@@ -21,6 +21,13 @@ from django.db.models import Q
 from sessions.llm.base import approx_tokens
 from sessions.llm.blocks import job_event_block, wire_messages
 from sessions.models import AgentSession, Event, Run
+from sessions.payloads import (
+    AssistantMessagePayload,
+    JobEventPayload,
+    TextPayload,
+    ToolCallPayload,
+    ToolResultPayload,
+)
 from sessions.toolbox import tool_definitions
 
 DEFAULT_SYSTEM = (
@@ -67,11 +74,13 @@ def batch_blocks(events: list[Event], *, compact_jobs: bool) -> list[dict[str, A
     blocks: list[dict[str, Any]] = []
     for event in events:
         if event.kind == Event.Kind.USER_MESSAGE:
-            text = str(event.payload.get("text", "")).strip()
+            message = cast(TextPayload, event.payload)
+            text = str(message.get("text", "")).strip()
             if text:
                 blocks.append({"type": "text", "text": text})
         elif event.kind == Event.Kind.JOB_EVENT:
-            blocks.append(job_event_block(event.payload, compact=compact_jobs))
+            job_event = cast(JobEventPayload, event.payload)
+            blocks.append(job_event_block(job_event, compact=compact_jobs))
     return blocks
 
 
@@ -99,21 +108,32 @@ def output_messages(events: list[Event], *, result_chars: int) -> list[dict[str,
             open_calls.clear()
 
     for event in events:
-        p = event.payload
-        if event.kind == Event.Kind.ASSISTANT_MESSAGE and p.get("text"):
-            close_open()
-            messages.append({"role": "assistant", "content": [{"type": "text", "text": p["text"]}]})
+        if event.kind == Event.Kind.ASSISTANT_MESSAGE:
+            said = cast(AssistantMessagePayload, event.payload)
+            if said.get("text"):
+                close_open()
+                text_block = {"type": "text", "text": said["text"]}
+                messages.append({"role": "assistant", "content": [text_block]})
         elif event.kind == Event.Kind.TOOL_CALL:
-            block = {"type": "tool_use", "id": p["id"], "name": p["name"], "input": p["input"]}
+            call = cast(ToolCallPayload, event.payload)
+            block: dict[str, Any] = {
+                "type": "tool_use",
+                "id": call["id"],
+                "name": call["name"],
+                "input": call["input"],
+            }
             messages.append({"role": "assistant", "content": [block]})
-            open_calls.append(p["id"])
-        elif event.kind == Event.Kind.TOOL_RESULT and p.get("tool_call_id") in open_calls:
-            open_calls.remove(p["tool_call_id"])
+            open_calls.append(call["id"])
+        elif event.kind == Event.Kind.TOOL_RESULT:
+            result = cast(ToolResultPayload, event.payload)
+            if result.get("tool_call_id") not in open_calls:
+                continue
+            open_calls.remove(result["tool_call_id"])
             block = {
                 "type": "tool_result",
-                "tool_use_id": p["tool_call_id"],
-                "content": clip(p.get("output"), result_chars),
-                "is_error": bool(p.get("is_error")),
+                "tool_use_id": result["tool_call_id"],
+                "content": clip(result.get("output"), result_chars),
+                "is_error": bool(result.get("is_error")),
             }
             messages.append({"role": "user", "content": [block]})
     close_open()

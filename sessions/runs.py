@@ -37,6 +37,12 @@ from agentsite.core.queries import get_or_none
 from jobs.live import redis_connection
 from sessions.events import event_append
 from sessions.models import AgentSession, Event, Run
+from sessions.payloads import (
+    ErrorPayload,
+    RunFinishedPayload,
+    RunRequeuedPayload,
+    RunStartedPayload,
+)
 
 log = logging.getLogger(__name__)
 
@@ -168,11 +174,9 @@ def run_start(*, run_id: str) -> Claim | None:
         run.batch_size = len(batch)
         run.start_seq = batch[0].seq - 1 if batch else 0
         Run.objects.filter(pk=run_id).update(batch_size=run.batch_size, start_seq=run.start_seq)
+        claimed: RunStartedPayload = {"run_id": run_id, "batch_size": len(batch)}
         event_append(
-            session_id=session_id,
-            kind=Event.Kind.RUN_STARTED,
-            payload={"run_id": run_id, "batch_size": len(batch)},
-            run_id=run_id,
+            session_id=session_id, kind=Event.Kind.RUN_STARTED, payload=claimed, run_id=run_id
         )
     return Claim(run=run, batch=batch)
 
@@ -221,11 +225,13 @@ def run_hand_back(*, run_id: str, reason: str) -> bool:
             .values_list("seq", flat=True)
             .first()
         )
+        requeued: RunRequeuedPayload = {
+            "run_id": run_id,
+            "reason": reason,
+            "superseded_after_seq": started_seq or 0,
+        }
         event_append(
-            session_id=session_id,
-            kind=Event.Kind.RUN_REQUEUED,
-            payload={"run_id": run_id, "reason": reason, "superseded_after_seq": started_seq or 0},
-            run_id=run_id,
+            session_id=session_id, kind=Event.Kind.RUN_REQUEUED, payload=requeued, run_id=run_id
         )
     return True
 
@@ -259,7 +265,7 @@ def _finish(
     status: str,
     sources: tuple[str, ...],
     usage: dict[str, Any] | None = None,
-    error: dict[str, str] | None = None,
+    error: ErrorPayload | None = None,
 ) -> bool:
     with transaction.atomic():
         session_id = get_or_none(Run.objects.filter(pk=run_id).values_list("session_id", flat=True))
@@ -275,7 +281,7 @@ def _finish(
             return False
         if error is not None:
             event_append(session_id=session_id, kind=Event.Kind.ERROR, payload=error, run_id=run_id)
-        finished: dict[str, Any] = {"run_id": run_id, "status": status}
+        finished: RunFinishedPayload = {"run_id": run_id, "status": status}
         if error is not None:
             finished["error"] = error
         event_append(

@@ -9,7 +9,7 @@ found the same way everywhere.
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import Any, TypedDict
 
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.db import transaction
@@ -42,6 +42,13 @@ class RunNotFound(NotFound):
 
     def __init__(self) -> None:
         super().__init__("No such run.")
+
+
+class Cancelled(TypedDict):
+    """What deleting a session stopped."""
+
+    runs: int
+    jobs: int
 
 
 # --- ownership -------------------------------------------------------------------------
@@ -89,7 +96,7 @@ def session_mark_seen(*, session_id: str, seq: int) -> None:
     AgentSession.objects.filter(pk=session_id, seen_seq__lt=seq).update(seen_seq=seq)
 
 
-def session_delete(*, session: AgentSession) -> dict[str, int]:
+def session_delete(*, session: AgentSession) -> Cancelled:
     """Soft-delete a session, cancel its live runs and its unfinished jobs."""
     with transaction.atomic():
         AgentSession.objects.filter(pk=session.pk).update(deleted_at=timezone.now())

@@ -23,13 +23,20 @@ import functools
 import logging
 import uuid
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import TypedDict, cast
 
 from channels.db import database_sync_to_async
 from channels.layers import get_channel_layer
 
 from agentsite.core.queries import get_or_none
 from sessions.models import Event, Run
+from sessions.payloads import (
+    EventPayload,
+    LiveMessage,
+    SessionEventMessage,
+    StreamCheckMessage,
+    StreamSyncMessage,
+)
 from sessions.services import run_for, session_for
 from sessions.tokens import run_token, session_token
 
@@ -43,7 +50,23 @@ BARRIER_TIMEOUT_S = 2.0
 SYNC_TYPE = "stream.sync"
 CHECK_TYPE = "stream.check"
 
-Frame = dict[str, Any]
+
+class Frame(TypedDict):
+    """What a follower is sent for one event: the websocket's frame, an SSE event's data."""
+
+    seq: int
+    kind: str
+    payload: EventPayload
+    token: str
+
+
+class EventRow(TypedDict):
+    """An event as the replay reads it from the log."""
+
+    seq: int
+    kind: str
+    payload: EventPayload
+    run_id: str | None
 
 
 # --- log access ------------------------------------------------------------------------
@@ -67,14 +90,14 @@ def run_is_finished(run_id: str) -> bool:
 @log_read
 def events_after(
     *, session_id: str, after: int, upto: int | None, run_id: str | None, limit: int
-) -> list[dict[str, Any]]:
+) -> list[EventRow]:
     rows = Event.objects.filter(session_id=session_id, seq__gt=after)
     if upto is not None:
         rows = rows.filter(seq__lte=upto)
     if run_id is not None:
         rows = rows.filter(run_id=run_id)
     fields = ("seq", "kind", "payload", "run_id")
-    return list(rows.order_by("seq").values(*fields)[:limit])
+    return cast(list[EventRow], list(rows.order_by("seq").values(*fields)[:limit]))
 
 
 # --- following a log ---------------------------------------------------------------------
@@ -104,7 +127,7 @@ class LogTail:
         self.cursor = after
         self.run_id = run_id
 
-    def frame(self, event: dict[str, Any]) -> Frame:
+    def frame(self, event: EventRow | SessionEventMessage) -> Frame:
         seq = int(event["seq"])
         if self.run_id is None:
             token = frame_token("s", self.session_id, self.owner_id, seq)
@@ -130,7 +153,7 @@ class LogTail:
                     self.cursor = max(self.cursor, upto)
                 return
 
-    async def admit(self, message: dict[str, Any]) -> AsyncIterator[Frame]:
+    async def admit(self, message: SessionEventMessage) -> AsyncIterator[Frame]:
         """Frames for one live notification: none if already delivered, the gap first if any."""
         seq = int(message["seq"])
         if seq <= self.cursor:
@@ -144,8 +167,11 @@ class LogTail:
             yield self.frame(message)
 
 
-def sync_message(nonce: str) -> dict[str, Any]:
-    return {"type": SYNC_TYPE, "nonce": nonce}
+def sync_message(nonce: str) -> StreamSyncMessage:
+    return {"type": "stream.sync", "nonce": nonce}
+
+
+CHECK_MESSAGE: StreamCheckMessage = {"type": "stream.check"}
 
 
 # Followers of a group in one process share one Redis subscription (per event
@@ -188,7 +214,7 @@ def follower_leave(group: str) -> None:
 
 async def follow(
     tail: LogTail,
-    live: asyncio.Queue[dict[str, Any]],
+    live: asyncio.Queue[LiveMessage],
     group: str,
     nonce: str | None,
     idle_s: float,
@@ -199,7 +225,7 @@ async def follow(
     traffic (a heartbeat); an idle follower re-reads the log, so a notification
     lost by Redis costs latency, never data.
     """
-    early: list[dict[str, Any]] = []
+    early: list[LiveMessage] = []
     try:
         async with asyncio.timeout(BARRIER_TIMEOUT_S):
             while nonce is not None and (arrived := await live.get()) != sync_message(nonce):
@@ -212,19 +238,24 @@ async def follow(
     yield None  # caught up
     pending = iter(early)
     while True:
-        message: dict[str, Any] | None = next(pending, None)
+        message = next(pending, None) or await live_next(live, idle_s)
         if message is None:
-            try:
-                message = await asyncio.wait_for(live.get(), idle_s)
-            except TimeoutError:
-                yield None
-                message = {"type": CHECK_TYPE}
-        if message.get("type") == CHECK_TYPE:
+            yield None
+            message = CHECK_MESSAGE
+        if message["type"] == "stream.check":
             async for frame in tail.replay():
                 yield frame
-        elif message.get("type") == "session.event":
+        elif message["type"] == "session.event":
             async for frame in tail.admit(message):
                 yield frame
+
+
+async def live_next(live: asyncio.Queue[LiveMessage], idle_s: float) -> LiveMessage | None:
+    """The next live message, or None after ``idle_s`` without one."""
+    try:
+        return await asyncio.wait_for(live.get(), idle_s)
+    except TimeoutError:
+        return None
 
 
 def new_nonce() -> str:
@@ -241,7 +272,7 @@ class LayerFollower:
     def __init__(self, group: str) -> None:
         self.group = group
         self.layer = get_channel_layer()
-        self.queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue(maxsize=LIVE_QUEUE_MAX)
+        self.queue: asyncio.Queue[LiveMessage] = asyncio.Queue(maxsize=LIVE_QUEUE_MAX)
         self.overflowed = False
         self.nonce: str | None = None
 
