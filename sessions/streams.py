@@ -48,7 +48,6 @@ REPLAY_PAGE = 200
 LIVE_QUEUE_MAX = 1000
 BARRIER_TIMEOUT_S = 2.0
 SYNC_TYPE = "stream.sync"
-CHECK_TYPE = "stream.check"
 
 
 class Frame(TypedDict):
