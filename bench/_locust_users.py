@@ -98,7 +98,7 @@ class ChatUser(FastHttpUser):
         self.reader = gevent.spawn(self.read_stream)
         now = time.monotonic()
         self.next_message = now + random.uniform(0, 5)
-        self.next_job = now + random.uniform(5, 30)
+        self.next_job = now + random.uniform(5, max(5.0, min(30.0, ACTIVE_S / 2)))
         self.polls: list[tuple[float, str]] = []  # (when, job id)
 
     def on_stop(self) -> None:
