@@ -180,12 +180,15 @@ class ChatUser(FastHttpUser):
             self.on_frame(json.loads(raw), time.monotonic())
 
     def reconnect(self) -> None:
+        failed = False
         while not self.stopping:
             try:
                 self.connect()
                 return
             except Exception as exc:
-                self.error("websocket reconnect", f"{self.session_id}: {exc!r}")
+                if not failed:  # one error per outage, not one per attempt
+                    self.error("websocket reconnect", f"{self.session_id}: {exc!r}")
+                failed = True
                 gevent.sleep(1)
 
     def on_frame(self, frame: dict[str, Any], at: float) -> None:
