@@ -97,8 +97,10 @@ class ChatUser(FastHttpUser):
         self.connect()
         self.reader = gevent.spawn(self.read_stream)
         now = time.monotonic()
-        self.next_message = now + random.uniform(0, 5)
-        self.next_job = now + random.uniform(5, max(5.0, min(30.0, ACTIVE_S / 2)))
+        # Spread over a whole period: with jobs every minute on the dot, users that
+        # all began within a few seconds would keep sending theirs in one burst.
+        self.next_message = now + random.uniform(0, MESSAGE_EVERY_S[0])
+        self.next_job = now + random.uniform(5, max(5.0, min(5 + JOB_EVERY_S, ACTIVE_S / 2)))
         self.polls: list[tuple[float, str]] = []  # (when, job id)
 
     def on_stop(self) -> None:
