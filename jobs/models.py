@@ -85,6 +85,8 @@ class Job(models.Model):
         ]
         indexes = [
             models.Index(fields=["owner", "-created_at"]),
+            # The admin's and the sweep's newest-first lists over every owner.
+            models.Index(fields=["-created_at", "-id"], name="job_created_idx"),
             models.Index(fields=["status", "heartbeat_at"]),
             # /metrics adds the jobs finished since its last scrape (agentsite.metrics).
             models.Index(fields=["finished_at"], name="job_finished_at_idx"),
