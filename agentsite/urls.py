@@ -8,6 +8,7 @@ from agentsite.api import api
 from agentsite.health import healthz
 from agentsite.views import metrics_view
 from jobs.api import router as jobs_router
+from responses.api import urlpatterns as responses_urls
 from sessions.api import router as sessions_router
 from sessions.streams import router as streams_router
 
@@ -23,6 +24,8 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("django-rq/", include("django_rq.urls")),
     path("api/", api.urls),
+    # The OpenAI Responses API, in OpenAI's error format (clients use base_url=…/v1).
+    path("v1/", include(responses_urls)),
     path("healthz", healthz, name="healthz"),
     path("metrics", metrics_view, name="metrics"),
     path("login/", auth_views.LoginView.as_view(), name="login"),
