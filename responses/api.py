@@ -78,10 +78,9 @@ def domain_error(exc: DomainError) -> ApiError:
 
 def validation_error(exc: ValidationError) -> ApiError:
     first = exc.errors()[0]
-    param = ""
-    for part in first["loc"]:
-        param += f"[{part}]" if isinstance(part, int) else (f".{part}" if param else str(part))
-    return ApiError(400, f"{param}: {first['msg']}", param=param or None, code="invalid_value")
+    # The body's field: deeper parts of the location name the union's branches (input.str).
+    param = str(first["loc"][0]) if first["loc"] else None
+    return ApiError(400, f"{param}: {first['msg']}", param=param, code="invalid_value")
 
 
 def openai_endpoint(methods: tuple[str, ...]) -> Callable[[View], View]:
