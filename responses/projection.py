@@ -54,6 +54,9 @@ class Facts(Protocol):
     def usage(self, run_ids: Iterable[str]) -> dict[str, int]:
         """Input and output tokens of these runs, added up."""
 
+    def cancel_seq(self, response_id: str) -> int | None:
+        """Where in the log a cancel of the response was asked for, if it was."""
+
 
 @dataclass(frozen=True)
 class Header:
@@ -95,7 +98,7 @@ class ResponseProjection:
     error: dict[str, str] | None = None
     last_run_status: str = "completed"
     position: int = 0
-    cancel_checked: bool = False
+    cancel_seq: int | None = None
     number: int = 0
     pending: list[StreamEvent] = field(default_factory=list)
     final: dict[str, Any] | None = None
@@ -103,6 +106,7 @@ class ResponseProjection:
     def __post_init__(self) -> None:
         self.triggers.add(self.header.input_seq)
         self.position = self.header.input_seq - 1
+        self.cancel_seq = self.header.cancel_seq
         self._emit("response.created", response=self.response())
 
     # --- reading ------------------------------------------------------------------------
@@ -143,7 +147,8 @@ class ResponseProjection:
             "tools": [],
             "top_p": None,
             "truncation": "disabled",
-            "usage": self._usage() if self.members else None,
+            # Known once every run has ended (a stored event must not change on replay).
+            "usage": self._usage() if self.ended and self.members else None,
             "user": None,
         }
 
@@ -160,14 +165,18 @@ class ResponseProjection:
     def caught_up(self, position: int) -> None:
         """The log has been read up to ``position``: a cancel recorded there can take effect."""
         self.position = max(self.position, position)
+        self._learn_cancel()
         self._check_cancel_point()
 
     def feed(self, event: LogEvent) -> None:
         if self.ended:
             return
         seq = int(event["seq"])
-        if self.header.cancel_seq is not None and seq > self.header.cancel_seq:
-            self.caught_up(self.header.cancel_seq)
+        self._learn_cancel()
+        if self.cancel_seq is not None and seq > self.cancel_seq:
+            # The state after the cancel's position, which a reader that knew of the
+            # cancel from the start checked right after that position's event.
+            self.caught_up(self.cancel_seq)
             if self.ended:
                 return
         self.position = seq
@@ -177,7 +186,7 @@ class ResponseProjection:
         elif kind == "job_event":
             self._job_event(payload, seq)
         elif run_id not in self.members:
-            return
+            pass
         elif kind == "assistant_delta":
             self._delta(run_id, str(payload.get("text", "")), seq)
         elif kind == "assistant_message":
@@ -188,8 +197,10 @@ class ResponseProjection:
             self._tool_result(run_id, payload)
         elif kind == "run_finished":
             self._run_finished(run_id, payload)
-        else:
-            return
+        # After every event from the cancel on, so that the end falls on the same
+        # event however the log is read (at once, or live event by event).
+        self._learn_cancel()
+        self._check_cancel_point()
         self._check_end()
 
     # --- the log's events --------------------------------------------------------------
@@ -229,7 +240,6 @@ class ResponseProjection:
                 item_id=self.output[index]["id"],
                 output_index=index,
             )
-        self._check_end()
 
     def _delta(self, run_id: str, text: str, seq: int) -> None:
         if not text:
@@ -373,8 +383,19 @@ class ResponseProjection:
         status = self.last_run_status if self.last_run_status in TERMINAL else "completed"
         self._end(status)
 
+    def _learn_cancel(self) -> None:
+        """Ask whether a cancel was recorded, when it could end the response now.
+
+        A live reader learns of a cancel after it started. A cancel records the
+        log's last seq, which is at least every event read so far: so if it is
+        not recorded yet, it falls on this event or later, never before.
+        """
+        if self.cancel_seq is None and not self.ended and not self.open_runs:
+            if not self.live_jobs:
+                self.cancel_seq = self.facts.cancel_seq(self.header.id)
+
     def _check_cancel_point(self) -> None:
-        cancel_seq = self.header.cancel_seq
+        cancel_seq = self.cancel_seq
         if self.ended or cancel_seq is None or self.position < cancel_seq:
             return
         if not self.open_runs and not self.live_jobs:

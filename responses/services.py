@@ -154,6 +154,11 @@ class LogFacts:
                 total[key] += int((usage or {}).get(key, 0))
         return total
 
+    def cancel_seq(self, response_id: str) -> int | None:
+        return get_or_none(
+            AgentResponse.objects.filter(pk=response_id).values_list("cancel_seq", flat=True)
+        )
+
 
 def projection_start(response: AgentResponse) -> ResponseProjection:
     """A projection of ``response`` that has read nothing of the log yet."""
