@@ -4,6 +4,8 @@ Run by tests/responses/test_agent_framework.py in a virtual environment of its
 own (``python maf_client.py BASE_URL API_TOKEN``); prints what it saw as JSON.
 """
 
+from __future__ import annotations
+
 import asyncio
 import json
 import sys
@@ -14,7 +16,7 @@ from agent_framework_openai import OpenAIChatClient
 async def main(base_url: str, token: str) -> None:
     client = OpenAIChatClient(model="offline", api_key=token, base_url=base_url)
     agent = client.as_agent(name="agentsite")
-    seen = {}
+    seen: dict[str, object] = {}
 
     # Background: start, then poll with the continuation token until it is None.
     session = agent.create_session()
