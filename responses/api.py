@@ -16,6 +16,7 @@ from typing import Any
 from asgiref.sync import sync_to_async
 from channels.db import database_sync_to_async
 from django.contrib.auth.models import AbstractBaseUser
+from django.core.exceptions import RequestDataTooBig
 from django.db import InterfaceError, OperationalError, connections
 from django.http import (
     HttpRequest,
@@ -30,6 +31,7 @@ from redis.exceptions import RedisError
 
 from agentsite.auth import user_for_token
 from agentsite.core.errors import DomainError, NotFound
+from agentsite.http import contains_nul
 from responses.live import response_cancel, response_events, response_wait
 from responses.models import AgentResponse
 from responses.payloads import ResponseCreate
@@ -136,10 +138,20 @@ async def authenticate(request: HttpRequest) -> AbstractBaseUser:
 def body_json(request: HttpRequest) -> dict[str, Any]:
     try:
         body = json.loads(request.body or b"null")
+    except RequestDataTooBig as exc:
+        raise ApiError(
+            413, "The request body is larger than AGENTSITE_MAX_BODY_BYTES allows."
+        ) from exc
     except (ValueError, UnicodeDecodeError) as exc:
         raise ApiError(400, "The body is not JSON.", code="invalid_json") from exc
     if not isinstance(body, dict):
         raise ApiError(400, "The body must be a JSON object.", code="invalid_json")
+    # PostgreSQL stores no NUL in text or JSON: refused here, the same on every database.
+    for field, value in body.items():
+        if contains_nul(field) or contains_nul(value):
+            raise ApiError(
+                400, "Text may not contain NUL characters.", param=field, code="invalid_value"
+            )
     return body
 
 

@@ -197,6 +197,8 @@ class ResponseProjection:
             self._tool_result(run_id, payload)
         elif kind == "run_finished":
             self._run_finished(run_id, payload)
+        elif kind == "run_requeued":
+            self._run_requeued(run_id)
         # After every event from the cancel on, so that the end falls on the same
         # event however the log is read (at once, or live event by event).
         self._learn_cancel()
@@ -359,13 +361,22 @@ class ResponseProjection:
         self._emit(done, item_id=item["id"], output_index=index)
         self._emit("response.output_item.done", output_index=index, item=dict(item))
 
+    def _run_requeued(self, run_id: str) -> None:
+        """A stopping worker handed the turn back: what its attempt wrote is superseded
+        (the items stay, closed, and the next attempt writes its own)."""
+        self._message_close(run_id, "incomplete")
+        self._calls_close(run_id, "No result: the turn was handed to another worker.")
+
+    def _calls_close(self, run_id: str, reason: str) -> None:
+        for (call_run, _), index in list(self.calls.items()):
+            if call_run == run_id:
+                self._call_done(index, error=reason)
+        self.calls = {key: i for key, i in self.calls.items() if key[0] != run_id}
+
     def _run_finished(self, run_id: str, payload: dict[str, Any]) -> None:
         status = str(payload.get("status", "completed"))
         self._message_close(run_id, "completed" if status == "completed" else "incomplete")
-        for (call_run, _), index in list(self.calls.items()):
-            if call_run == run_id:  # a call the run never closed
-                self._call_done(index, error="No result: the turn ended first.")
-        self.calls = {key: i for key, i in self.calls.items() if key[0] != run_id}
+        self._calls_close(run_id, "No result: the turn ended first.")
         self.open_runs.discard(run_id)
         self.last_run_status = status
         error = payload.get("error")
