@@ -18,7 +18,7 @@ from channels.db import database_sync_to_async
 
 from responses.models import AgentResponse
 from responses.projection import ResponseProjection, StreamEvent
-from responses.services import projection_start, response_cancel_step
+from responses.services import response_cancel_step, response_project
 from sessions.models import AgentSession
 from sessions.streams import LayerFollower, LogTail, follow
 
@@ -43,8 +43,8 @@ class ResponseTail(LogTail):
 
 
 @db
-def _start(response: AgentResponse) -> ResponseProjection:
-    return projection_start(response)
+def _project(response: AgentResponse) -> ResponseProjection:
+    return response_project(response)
 
 
 @db
@@ -67,12 +67,15 @@ async def response_events(
     Yields None for a stretch without news (a heartbeat), so that a stream can
     keep its connection alive.
     """
-    projection = await _start(response)
+    # What the log holds already, in one read; a response that has ended needs no more.
+    projection = await _project(response)
     for event in projection.take():
         if event["sequence_number"] > after:
             yield event
+    if projection.ended:
+        return
     tail = ResponseTail(
-        session_id=response.session_id, owner_id=response.owner_id, after=response.input_seq - 1
+        session_id=response.session_id, owner_id=response.owner_id, after=projection.position
     )
     group = f"{AgentSession.group_prefix()}{response.session_id}"
     async with LayerFollower(group) as live:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from typing import Any
 
 import pytest
 from openai import OpenAI
@@ -10,6 +11,7 @@ from openai.types.responses import Response
 
 from jobs.models import Job
 from responses.models import AgentResponse
+from sessions.services import session_list
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -25,7 +27,7 @@ def retrieve_until_ended(client: OpenAI, response_id: str, timeout: float = 60) 
 
 
 def test_a_background_response_ends_with_the_report_on_the_job_it_started(
-    client: OpenAI,
+    client: OpenAI, user: Any
 ) -> None:
     started = client.responses.create(model="offline", input="run the tests", background=True)
     assert started.status in ("queued", "in_progress")
@@ -43,3 +45,5 @@ def test_a_background_response_ends_with_the_report_on_the_job_it_started(
     record = AgentResponse.objects.get(pk=started.id)
     job = Job.objects.get(session_id=record.session_id)
     assert job.status == Job.Status.DONE
+    # The session is one of the user's sessions, listed in the browser like any other.
+    assert record.session in session_list(owner=user)
