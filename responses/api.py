@@ -13,11 +13,10 @@ import logging
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
-from asgiref.sync import sync_to_async
 from channels.db import database_sync_to_async
 from django.contrib.auth.models import AbstractBaseUser
 from django.core.exceptions import RequestDataTooBig
-from django.db import InterfaceError, OperationalError, connections
+from django.db import InterfaceError, OperationalError
 from django.http import (
     HttpRequest,
     HttpResponseBase,
@@ -46,6 +45,8 @@ from responses.services import (
 
 log = logging.getLogger(__name__)
 
+# Each call takes a database connection and gives it back (CONN_MAX_AGE is 0), so a
+# stream or a waiting request holds none between its reads.
 db = functools.partial(database_sync_to_async, thread_sensitive=False)
 
 # An async view (django-stubs types path()'s views as returning a response).
@@ -170,12 +171,6 @@ def sse(events: AsyncIterator[StreamEvent | None]) -> StreamingHttpResponse:
     return response
 
 
-async def release_connection() -> None:
-    """A stream lasts long: give back the connection authentication opened (each
-    projection step takes one of its own)."""
-    await sync_to_async(connections.close_all)()
-
-
 def flag(request: HttpRequest, name: str) -> bool:
     return request.GET.get(name, "").lower() in ("true", "1")
 
@@ -201,11 +196,9 @@ async def responses_create(request: HttpRequest, user: AbstractBaseUser) -> Http
     create = ResponseCreate.model_validate(body_json(request))
     response = await db(response_create)(owner=user, request=create)
     if create.stream:
-        await release_connection()
         return sse(response_events(response))
     if create.background:
         return JsonResponse(await db(response_document)(response))
-    await release_connection()
     return JsonResponse(await response_wait(response))
 
 
@@ -222,9 +215,7 @@ async def response_detail(
         await db(response_delete)(response=response)
         return JsonResponse({"id": response.id, "object": "response.deleted", "deleted": True})
     if flag(request, "stream"):
-        after = starting_after(request)
-        await release_connection()
-        return sse(response_events(response, after=after))
+        return sse(response_events(response, after=starting_after(request)))
     return JsonResponse(await db(response_document)(response))
 
 
