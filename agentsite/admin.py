@@ -7,7 +7,7 @@ from agentsite.models import ApiToken
 
 @admin.register(ApiToken)
 class ApiTokenAdmin(admin.ModelAdmin):
-    list_display = ["prefix", "user", "name", "created_at", "last_used_at"]
+    list_display = ["prefix", "user", "name", "created_at", "last_used_at", "expires_at"]
     list_filter = ["created_at"]
     search_fields = ["prefix", "user__username", "name"]
     readonly_fields = ["prefix", "created_at", "last_used_at"]

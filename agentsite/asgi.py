@@ -24,15 +24,20 @@ from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler  # noqa: E402
 
 from agentsite.core.telemetry import StreamsCounted  # noqa: E402
+from agentsite.middleware import BodyLimit, daphne_body_limit  # noqa: E402
 from agentsite.origin import BrowserOriginOrToken  # noqa: E402
 from jobs.mcp.endpoint import mcp_or  # noqa: E402
 from sessions.routing import websocket_urlpatterns  # noqa: E402
+
+# Under daphne, which buffers a whole body before the application sees it.
+daphne_body_limit()
 
 application = ProtocolTypeRouter(
     {
         # The pages' CSS and JS come from the app itself: no build step, no collectstatic.
         # StreamsCounted: this process's open SSE responses and websockets, for /metrics.
-        "http": StreamsCounted(mcp_or(ASGIStaticFilesHandler(django_asgi_app))),
+        # BodyLimit: a body over AGENTSITE_MAX_BODY_BYTES is refused before it is buffered.
+        "http": StreamsCounted(BodyLimit(mcp_or(ASGIStaticFilesHandler(django_asgi_app)))),
         "websocket": StreamsCounted(
             BrowserOriginOrToken(AuthMiddlewareStack(URLRouter(websocket_urlpatterns)))
         ),

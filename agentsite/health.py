@@ -1,4 +1,10 @@
-"""``/healthz``: the database, Redis, the workers of each queue and the scheduler."""
+"""``/healthz``: the database, Redis, the workers of each queue and the scheduler.
+
+Anyone may ask whether the site is up (200 ``{"status": "ok"}``, or 503
+``{"status": "down"}``); the state of each part (worker counts, queue lengths,
+error messages that may name hosts) is shown to a logged-in staff user or a
+caller with a valid API token only.
+"""
 
 from __future__ import annotations
 
@@ -6,12 +12,14 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import django_rq
-from django.db import connection
+from django.db import DatabaseError, connection
 from django.http import HttpRequest, JsonResponse
 from django.utils import timezone
 from django.views.decorators.cache import never_cache
 from rq import Worker
 from rq.cron_scheduler_registry import get_registry_key as cron_registry_key
+
+from agentsite.auth import user_for_token
 
 WORKER_QUEUES = ("turns", "tools")
 # RQ workers write a heartbeat at least every DEFAULT_WORKER_TTL (420 s) while
@@ -74,6 +82,17 @@ def _aware(moment: datetime) -> datetime:
     return moment if timezone.is_aware(moment) else moment.replace(tzinfo=UTC)
 
 
+def details_allowed(request: HttpRequest) -> bool:
+    """A staff login or a valid API token; False when the database cannot tell."""
+    try:
+        scheme, _, token = request.headers.get("Authorization", "").partition(" ")
+        if scheme.lower() == "bearer":
+            return user_for_token(token.strip()) is not None
+        return bool(getattr(request.user, "is_staff", False))
+    except DatabaseError:
+        return False
+
+
 @never_cache
 def healthz(request: HttpRequest) -> JsonResponse:
     state: dict[str, Any] = {"database": database_state(), "redis": redis_state()}
@@ -90,4 +109,6 @@ def healthz(request: HttpRequest) -> JsonResponse:
         and state["scheduler"]["ok"]
     )
     state["status"] = "ok" if healthy else "down"
+    if not details_allowed(request):
+        state = {"status": state["status"]}
     return JsonResponse(state, status=200 if healthy else 503)

@@ -2,9 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import io
+import json
+import sys
+from collections.abc import Callable, Iterable
+from typing import Any, cast
 
+from django.conf import settings
 from django.http import HttpRequest, HttpResponseBase
+
+from agentsite.http import error_body
 
 
 class SyncChainMiddleware:
@@ -24,3 +31,162 @@ class SyncChainMiddleware:
 
     def __call__(self, request: HttpRequest) -> HttpResponseBase:
         return self.get_response(request)
+
+
+# How long the rest of a refused body is read and dropped before the connection
+# is cut (a client that is still sending reads the 413 meanwhile).
+DROP_REST_FOR_S = 5.0
+
+
+class BodyTooLarge(Exception):
+    """A request body went past the limit while it was being read."""
+
+
+def too_large_response(path: str, max_bytes: int) -> tuple[int, list[tuple[bytes, bytes]], bytes]:
+    """The 413 answer: the API's error format under ``/api/``, plain text elsewhere."""
+    if path.startswith("/api/"):
+        message = "The request body is larger than AGENTSITE_MAX_BODY_BYTES allows."
+        body = json.dumps(error_body("too_large", message, {"max_bytes": max_bytes})).encode()
+        content_type = b"application/json"
+    else:
+        body = f"Request body larger than {max_bytes} bytes.\n".encode()
+        content_type = b"text/plain; charset=utf-8"
+    headers = [
+        (b"content-type", content_type),
+        (b"content-length", str(len(body)).encode()),
+        (b"connection", b"close"),
+    ]
+    return 413, headers, body
+
+
+def declared_length(headers: Iterable[tuple[bytes, bytes]]) -> int | None:
+    for name, value in headers:
+        if name.lower() == b"content-length":
+            try:
+                return int(value)
+            except ValueError:
+                return None
+    return None
+
+
+class BodyLimit:
+    """ASGI middleware: a request body over ``DATA_UPLOAD_MAX_MEMORY_SIZE`` is refused
+    with 413 before it is buffered.
+
+    A declared ``Content-Length`` over the limit is refused before the body is read;
+    a body without one (chunked) is counted as it streams in and refused as soon as
+    it passes the limit. Django itself would only refuse such a body once it held
+    all of it.
+    """
+
+    def __init__(self, application: Any) -> None:
+        self.application = application
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        max_bytes = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+        if scope["type"] != "http" or max_bytes is None:
+            await self.application(scope, receive, send)
+            return
+        declared = declared_length(scope.get("headers", []))
+        if declared is not None and declared > max_bytes:
+            await self.refuse(scope, send, max_bytes)
+            return
+        received = 0
+        started = False
+
+        async def counted_receive() -> dict[str, Any]:
+            nonlocal received
+            message: dict[str, Any] = await receive()
+            if message["type"] == "http.request":
+                received += len(message.get("body", b""))
+                if received > max_bytes:
+                    raise BodyTooLarge
+            return message
+
+        async def watched_send(message: dict[str, Any]) -> None:
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await self.application(scope, counted_receive, watched_send)
+        except BodyTooLarge:
+            if not started:
+                await self.refuse(scope, send, max_bytes)
+
+    @staticmethod
+    async def refuse(scope: dict[str, Any], send: Any, max_bytes: int) -> None:
+        status, headers, body = too_large_response(scope.get("path", ""), max_bytes)
+        await send({"type": "http.response.start", "status": status, "headers": headers})
+        await send({"type": "http.response.body", "body": body})
+
+
+def daphne_body_limit() -> None:
+    """Give daphne's HTTP request the same limit, refused as the headers arrive.
+
+    Daphne reads a request's whole body (into a temporary file) before it calls
+    the application, and then queues all of it for the application at once: by
+    the time ``BodyLimit`` sees the first chunk, the web process holds the whole
+    body in memory. So in a daphne process its request object refuses a body
+    over the limit itself: from ``Content-Length`` as soon as the headers are in,
+    or as a chunked body passes the limit. The 413 is written at once, the rest
+    of the body is read and dropped for a moment (so that the client, still
+    sending, gets to read the answer), and the connection is closed.
+    """
+    http_protocol = sys.modules.get("daphne.http_protocol")
+    request_class: Any = getattr(http_protocol, "WebRequest", None)
+    if request_class is None or getattr(request_class, "agentsite_body_limit", False):
+        return
+    got_length = request_class.gotLength
+    handle_chunk = request_class.handleContentChunk
+    process = request_class.process
+
+    def refuse(request: Any) -> None:
+        request.agentsite_refused = True
+        max_bytes = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+        path = bytes(getattr(request.channel, "_path", b"")).decode("latin-1")
+        status, headers, body = too_large_response(path.split("?", 1)[0], max_bytes)
+        lines = [b"HTTP/1.1 %d Request Entity Too Large" % status]
+        lines += [name + b": " + value for name, value in headers]
+        transport = request.channel.transport
+        transport.write(b"\r\n".join(lines) + b"\r\n\r\n" + body)
+        if hasattr(transport, "loseWriteConnection"):
+            transport.loseWriteConnection()
+        # Imported here, not at the top: importing twisted's reactor installs one, and
+        # only daphne may choose which (this module is also imported without daphne).
+        from twisted.internet import reactor
+
+        cast(Any, reactor).callLater(DROP_REST_FOR_S, transport.abortConnection)
+
+    def limited_got_length(request: Any, length: int | None) -> None:
+        request.agentsite_received = 0
+        request.agentsite_refused = False
+        max_bytes = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+        if length is not None and max_bytes is not None and length > max_bytes:
+            request.content = io.BytesIO()
+            refuse(request)
+            return
+        got_length(request, length)
+
+    def limited_handle_chunk(request: Any, data: bytes) -> None:
+        if request.agentsite_refused:
+            return
+        request.agentsite_received += len(data)
+        max_bytes = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+        if max_bytes is not None and request.agentsite_received > max_bytes:
+            request.content.close()
+            request.content = io.BytesIO()
+            refuse(request)
+            return
+        handle_chunk(request, data)
+
+    def limited_process(request: Any) -> Any:
+        if getattr(request, "agentsite_refused", False):
+            request.channel.transport.abortConnection()  # answered already
+            return None
+        return process(request)
+
+    request_class.gotLength = limited_got_length
+    request_class.handleContentChunk = limited_handle_chunk
+    request_class.process = limited_process
+    request_class.agentsite_body_limit = True

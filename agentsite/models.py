@@ -2,9 +2,12 @@ from __future__ import annotations
 
 import hashlib
 import secrets
+from datetime import timedelta
 
 from django.conf import settings
 from django.db import models
+from django.db.models import Q
+from django.utils import timezone
 
 from agentsite.core.queries import get_or_none
 
@@ -15,7 +18,13 @@ def token_hash(raw: str) -> str:
 
 class ApiTokenQuerySet(models.QuerySet["ApiToken"]):
     def for_raw_token(self, raw: str) -> ApiToken | None:
-        return get_or_none(self.select_related("user").filter(token_hash=token_hash(raw)))
+        """The unexpired token whose raw value is ``raw``, or None."""
+        return get_or_none(
+            self.unexpired().select_related("user").filter(token_hash=token_hash(raw))
+        )
+
+    def unexpired(self) -> ApiTokenQuerySet:
+        return self.filter(Q(expires_at__isnull=True) | Q(expires_at__gt=timezone.now()))
 
 
 class ApiToken(models.Model):
@@ -29,6 +38,8 @@ class ApiToken(models.Model):
     token_hash = models.CharField(max_length=64, unique=True, editable=False)
     created_at = models.DateTimeField(auto_now_add=True)
     last_used_at = models.DateTimeField(null=True, blank=True)
+    # None: valid until revoked (deleted).
+    expires_at = models.DateTimeField(null=True, blank=True)
 
     objects = ApiTokenQuerySet.as_manager()
 
@@ -36,10 +47,17 @@ class ApiToken(models.Model):
         return f"{self.prefix}… ({self.user})"
 
     @classmethod
-    def issue(cls, *, user: object, name: str = "") -> tuple[ApiToken, str]:
+    def issue(
+        cls, *, user: object, name: str = "", expires_in: timedelta | None = None
+    ) -> tuple[ApiToken, str]:
         """Create a token for ``user``; the raw value is returned once and never stored."""
         raw = "ast_" + secrets.token_urlsafe(32)
+        expires_at = timezone.now() + expires_in if expires_in is not None else None
         token = cls.objects.create(
-            user=user, name=name, prefix=raw[:12], token_hash=token_hash(raw)
+            user=user,
+            name=name,
+            prefix=raw[:12],
+            token_hash=token_hash(raw),
+            expires_at=expires_at,
         )
         return token, raw

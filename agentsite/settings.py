@@ -17,6 +17,13 @@ from urllib.parse import urlparse
 
 import dj_database_url
 
+from agentsite.core.private_files import (
+    private_dir,
+    private_file_create,
+    private_file_read,
+    sqlite_file_private,
+)
+
 BASE_DIR = Path(__file__).resolve().parent.parent
 LOCAL_DIR = BASE_DIR / ".agentsite"
 
@@ -70,15 +77,10 @@ def env_list(name: str, default: list[str]) -> list[str]:
 
 
 def local_secret_key() -> str:
-    """A development key generated once and kept in a git-ignored file."""
-    path = LOCAL_DIR / "secret_key"
-    if path.exists():
-        return path.read_text().strip()
-    LOCAL_DIR.mkdir(exist_ok=True)
-    key = secrets.token_urlsafe(50)
-    path.write_text(key)
-    path.chmod(0o600)
-    return key
+    """A development key generated once and kept in a git-ignored file only its owner reads."""
+    path = private_dir(LOCAL_DIR) / "secret_key"
+    private_file_create(path, secrets.token_urlsafe(50))  # another process may have won
+    return private_file_read(path).strip()
 
 
 SECRET_KEY = env_str("SECRET_KEY") or local_secret_key()
@@ -159,6 +161,12 @@ except Exception as exc:
 TEST_DB_NAME = env_str("AGENTSITE_TEST_DB", "test")
 if _database["ENGINE"] == "django.db.backends.sqlite3":
     _database["OPTIONS"] = {**SQLITE_OPTIONS, **_database.get("OPTIONS", {})}
+    _sqlite_file = Path(str(_database["NAME"] or ":memory:"))
+    if str(_sqlite_file) != ":memory:" and _sqlite_file.parent.is_dir():
+        try:
+            sqlite_file_private(_sqlite_file)  # 0600 before SQLite would make it 0644
+        except OSError:  # a read-only directory: SQLite will say so when it opens the file
+            pass
     # Tests run workers in other processes, so the test database must be a file.
     _database["TEST"] = {"NAME": str(LOCAL_DIR / f"{TEST_DB_NAME}.sqlite3")}
 else:

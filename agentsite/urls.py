@@ -6,6 +6,7 @@ from django.urls import include, path
 
 from agentsite.api import api
 from agentsite.health import healthz
+from agentsite.tokens import router as tokens_router
 from agentsite.views import metrics_view
 from jobs.api import router as jobs_router
 from responses.api import urlpatterns as responses_urls
@@ -19,6 +20,7 @@ handler500 = "agentsite.errors.server_error"
 api.add_router("/", jobs_router)
 api.add_router("/", sessions_router)
 api.add_router("/", streams_router)
+api.add_router("/", tokens_router)
 
 urlpatterns = [
     path("admin/", admin.site.urls),

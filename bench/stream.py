@@ -141,7 +141,7 @@ async def ws_connect(base: str, session_id: str, api_token: str, after: str = ""
     return await websockets.connect(
         f"{base}/ws/sessions/{session_id}/?after={after}",
         subprotocols=["agentsite", f"agentsite.bearer.{api_token}"],  # type: ignore[list-item]
-        origin="http://127.0.0.1",  # type: ignore[arg-type]
+        origin=base.replace("ws://", "http://", 1),  # type: ignore[arg-type]  # the site's own
         max_queue=None,
         open_timeout=60,
     )

@@ -1,9 +1,10 @@
 """Which network addresses outgoing requests (callbacks, crawls, http_get) may reach.
 
-Anything that resolves to an address that is not globally reachable (private,
-loopback, link-local, shared as in 100.64.0.0/10, site-local, multicast,
-reserved, unspecified, or a 6to4/Teredo/IPv4-mapped wrapper of one) is
-refused, unless its host is listed in ``AGENTSITE_ALLOWED_PRIVATE_HOSTS``.
+Only global unicast addresses may be reached. Anything that resolves to
+another address (private, loopback, link-local, shared as in 100.64.0.0/10,
+site-local, multicast, broadcast, reserved, documentation, unspecified, IPv6
+outside 2000::/3, or a 6to4/Teredo/NAT64/IPv4-mapped wrapper of one of these)
+is refused, unless its host is listed in ``AGENTSITE_ALLOWED_PRIVATE_HOSTS``.
 Every address a name resolves to is checked, so a name with one public and one
 private record is refused.
 """
@@ -21,21 +22,52 @@ class AddressRefused(Exception):
     """The URL is malformed or points somewhere outgoing requests may not go."""
 
 
-def _is_internal(address: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
-    if isinstance(address, ipaddress.IPv6Address):
-        # Addresses that carry an IPv4 address reach it: judge that one too.
-        wrapped = [address.ipv4_mapped, address.sixtofour, *(address.teredo or ())]
-        if any(inner is not None and _is_internal(inner) for inner in wrapped):
-            return True
-        if address.is_site_local:  # fec0::/10, deprecated but still routed on some networks
-            return True
-    return not address.is_global or address.is_multicast
+IPv4 = ipaddress.IPv4Address
+IPv6 = ipaddress.IPv6Address
+Address = IPv4 | IPv6
+
+# Global unicast IPv6 lives in 2000::/3; inside it, these are not globally reachable
+# although Python's is_global (as of 3.11) still says they are.
+GLOBAL_UNICAST_V6 = ipaddress.ip_network("2000::/3")
+NOT_GLOBAL_V6 = [
+    ipaddress.ip_network("3fff::/20"),  # documentation (RFC 9637)
+]
+NOT_GLOBAL_V4 = [
+    ipaddress.ip_network("192.0.0.0/24"),  # IETF protocol assignments (RFC 6890)
+]
+# NAT64's well-known prefix (RFC 6052) reaches the IPv4 address in its last 32 bits.
+NAT64 = ipaddress.ip_network("64:ff9b::/96")
+
+
+def embedded_ipv4(address: IPv6) -> list[IPv4]:
+    """The IPv4 addresses an IPv6 address reaches: IPv4-mapped, 6to4, Teredo, NAT64."""
+    inner = [address.ipv4_mapped, address.sixtofour, *(address.teredo or ())]
+    if address in NAT64:
+        inner.append(IPv4(int(address) & 0xFFFFFFFF))
+    return [ip for ip in inner if ip is not None]
+
+
+def is_global_unicast(address: Address) -> bool:
+    if isinstance(address, IPv4):
+        return (
+            address.is_global
+            and not address.is_multicast  # 224.0.0.0/4 counts as global for Python
+            and not any(address in net for net in NOT_GLOBAL_V4)
+        )
+    wrapped = embedded_ipv4(address)
+    if wrapped:
+        return all(is_global_unicast(inner) for inner in wrapped)
+    return (
+        address in GLOBAL_UNICAST_V6
+        and address.is_global
+        and not any(address in net for net in NOT_GLOBAL_V6)
+    )
 
 
 def resolve(host: str, port: int) -> list[str]:
     try:
         infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
-    except socket.gaierror as exc:
+    except (socket.gaierror, UnicodeError) as exc:  # UnicodeError: a name IDNA cannot encode
         raise AddressRefused(f"cannot resolve host {host!r}") from exc
     return sorted({str(info[4][0]) for info in infos})
 
@@ -58,7 +90,7 @@ def check_url(url: str) -> str:
     except ValueError as exc:
         raise AddressRefused("the URL has an invalid port") from exc
     for raw in resolve(host, port):
-        if _is_internal(ipaddress.ip_address(raw.split("%", 1)[0])):
+        if not is_global_unicast(ipaddress.ip_address(raw.split("%", 1)[0])):
             raise AddressRefused(
                 f"{host} resolves to {raw}, which is not a public address; "
                 "list the host in AGENTSITE_ALLOWED_PRIVATE_HOSTS to allow it"

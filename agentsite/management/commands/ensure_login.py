@@ -1,8 +1,9 @@
 """Make sure a login exists, and say which.
 
 Reads AGENTSITE_ADMIN_USER / AGENTSITE_ADMIN_PASSWORD when set; otherwise
-creates ``admin`` with a random password the first time, prints it, and keeps
-it in a git-ignored file so later runs can remind you.
+creates ``admin`` with a random password the first time, prints it that once,
+and keeps it in a git-ignored file only its owner can read; later runs name
+the file instead of printing the password into every log of every start.
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ from typing import Any
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand
+
+from agentsite.core.private_files import private_dir, private_file_create
 
 
 class Command(BaseCommand):
@@ -29,9 +32,9 @@ class Command(BaseCommand):
             password = password or secrets.token_urlsafe(12)
             User.objects.create_superuser(username=username, email="", password=password)
             if "AGENTSITE_ADMIN_PASSWORD" not in os.environ:
-                settings.LOCAL_DIR.mkdir(exist_ok=True)
-                saved.write_text(f"{username}\n{password}\n")
-                saved.chmod(0o600)
+                private_dir(settings.LOCAL_DIR)
+                saved.unlink(missing_ok=True)  # a file left from an earlier database
+                private_file_create(saved, f"{username}\n{password}\n")
             self.stdout.write(f"login created: username {username!r}, password {password!r}")
             return
         if password:
@@ -41,7 +44,6 @@ class Command(BaseCommand):
                 f"login: username {username!r} (password from AGENTSITE_ADMIN_PASSWORD)"
             )
         elif saved.exists():
-            _, remembered = saved.read_text().split("\n")[:2]
-            self.stdout.write(f"login: username {username!r}, password {remembered!r}")
+            self.stdout.write(f"login: username {username!r}, password in {saved}")
         else:
             self.stdout.write(f"login: username {username!r} (password unchanged)")

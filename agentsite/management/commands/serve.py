@@ -14,16 +14,25 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import IO, Any
 
 from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandParser
 
-from agentsite.core.embedded_redis import free_port, redis_server_command, wait_for_redis
+from agentsite.core.embedded_redis import (
+    private_redis_command,
+    private_redis_socket,
+    redis_answers,
+    unix_socket_url,
+    wait_for_redis,
+)
+from agentsite.core.private_files import private_dir
 from sessions.worker import TURN_WORKER_ARGS
 
 COLORS = ["\033[36m", "\033[35m", "\033[33m", "\033[32m", "\033[34m"]
@@ -79,13 +88,15 @@ class Command(BaseCommand):
             self.stop_all()
 
     def start_redis(self) -> str:
-        port = free_port()
-        child = Child("redis", redis_server_command(port, settings.LOCAL_DIR / "redis"))
-        (settings.LOCAL_DIR / "redis").mkdir(parents=True, exist_ok=True)
-        self.spawn(child, dict(os.environ))
-        url = f"redis://127.0.0.1:{port}/0"
+        data_dir = private_dir(settings.LOCAL_DIR / "redis")
+        socket_path = private_redis_socket(data_dir)
+        if redis_answers(unix_socket_url(socket_path)):  # another run's, still up: leave it be
+            socket_path = private_redis_socket(Path(tempfile.mkdtemp(prefix="agentsite-redis-")))
+        socket_path.unlink(missing_ok=True)  # left by a Redis that was killed
+        self.spawn(Child("redis", private_redis_command(socket_path, data_dir)), dict(os.environ))
+        url = unix_socket_url(socket_path)
         wait_for_redis(url)
-        self.say(f"embedded Redis on {url}")
+        self.say(f"embedded Redis on {url} (a unix socket only this user can open)")
         return url
 
     def start_stack(self, env: dict[str, str], options: dict[str, Any]) -> None:
