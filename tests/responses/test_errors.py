@@ -82,3 +82,12 @@ def test_input_items_and_delete(client: OpenAI) -> None:
     client.responses.delete(response.id)
     with pytest.raises(openai.NotFoundError):
         client.responses.retrieve(response.id)
+
+
+def test_a_body_over_the_limit_is_a_413_in_openais_format(responses_url: str) -> None:
+    from django.conf import settings
+
+    too_big = "x" * (settings.DATA_UPLOAD_MAX_MEMORY_SIZE + 1)
+    answer = httpx.post(f"{responses_url}/responses", json={"model": "offline", "input": too_big})
+    assert answer.status_code == 413
+    assert answer.json()["error"]["code"] == "request_too_large"
