@@ -10,7 +10,7 @@ from __future__ import annotations
 import functools
 import json
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 from channels.db import database_sync_to_async
@@ -171,6 +171,27 @@ def sse(events: AsyncIterator[StreamEvent | None]) -> StreamingHttpResponse:
     return response
 
 
+def json_when_ready(document: Callable[[], Awaitable[dict[str, Any]]]) -> StreamingHttpResponse:
+    """A JSON answer that is only known later, sent once it is.
+
+    The view returns at once and the wait happens on the server's event loop as
+    the body is sent: no thread is blocked while it waits (awaiting in the view
+    would block the thread Django runs its synchronous middleware chain on), and
+    a client that hangs up ends the wait.
+    """
+
+    async def body() -> AsyncIterator[str]:
+        try:
+            answer = await document()
+        except Exception:
+            log.exception("a response the client waited for could not be read")
+            error = {"message": "The server failed to answer.", "type": "server_error"}
+            answer = {"error": {**error, "param": None, "code": "server_error"}}
+        yield json.dumps(answer)
+
+    return StreamingHttpResponse(body(), content_type="application/json")
+
+
 def flag(request: HttpRequest, name: str) -> bool:
     return request.GET.get(name, "").lower() in ("true", "1")
 
@@ -199,7 +220,7 @@ async def responses_create(request: HttpRequest, user: AbstractBaseUser) -> Http
         return sse(response_events(response))
     if create.background:
         return JsonResponse(await db(response_document)(response))
-    return JsonResponse(await response_wait(response))
+    return json_when_ready(lambda: response_wait(response))
 
 
 async def owned(user: AbstractBaseUser, response_id: str) -> AgentResponse:
@@ -224,7 +245,7 @@ async def response_cancel_view(
     request: HttpRequest, user: AbstractBaseUser, response_id: str
 ) -> HttpResponseBase:
     response = await owned(user, response_id)
-    return JsonResponse(await response_cancel(response))
+    return json_when_ready(lambda: response_cancel(response))
 
 
 @openai_endpoint(("GET",))
