@@ -175,3 +175,25 @@ def test_a_handed_back_turn_closes_what_its_attempt_wrote() -> None:
         ("incomplete", "Half"),
         ("completed", "Whole"),
     ]
+
+
+def test_a_turn_that_takes_two_responses_inputs_is_in_both() -> None:
+    # Two responses posted to one session while a turn ran: the next turn takes both.
+    events = log(
+        ("user_message", {"text": "first"}, None),  # 3: this response's input
+        ("user_message", {"text": "second"}, None),  # 4: another response's input
+        ("run_started", {"run_id": "run_a"}, "run_a"),
+        ("assistant_delta", {"text": "Both answered."}, "run_a"),
+        ("assistant_message", {"text": "Both answered."}, "run_a"),
+        ("run_finished", {"run_id": "run_a", "status": "completed"}, "run_a"),
+    )
+    facts = Facts(batches={"run_a": {3, 4}}, jobs={})
+    mine = projection(facts)
+    read(mine, events)
+    other = ResponseProjection(
+        header=Header(**{**mine.header.__dict__, "id": "resp_other", "input_seq": 4}),
+        facts=facts,  # type: ignore[arg-type]
+    )
+    read(other, events[1:])
+    assert mine.output_text() == other.output_text() == "Both answered."
+    assert mine.status == other.status == "completed"
