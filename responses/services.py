@@ -109,6 +109,8 @@ def response_get(*, owner: Any, response_id: str) -> AgentResponse:
 
 
 def response_delete(*, response: AgentResponse) -> None:
+    """Forget the response; what of it still runs is asked to stop (its session stays)."""
+    response_cancel_step(response_id=response.id)
     AgentResponse.objects.filter(pk=response.pk).update(deleted_at=timezone.now())
 
 

@@ -46,3 +46,21 @@ def test_cancel_stops_the_live_job_and_answers_cancelled(client: OpenAI) -> None
     assert client.responses.retrieve(second.id).status == "cancelled"
     # A response that has ended keeps its status.
     assert client.responses.cancel(first.id).status == "completed"
+
+
+def test_deleting_a_running_response_stops_its_job(client: OpenAI) -> None:
+    first = client.responses.create(model="scripted", input="hello")
+    session_id = AgentResponse.objects.get(pk=first.id).session_id
+    scripted_push(
+        session_id,
+        {"text": "Sleeping.", "tool_calls": [{"name": "start_sleepy", "input": {}}]},
+        {"text": "Started."},
+    )
+    running = client.responses.create(
+        model="scripted", input="sleep", previous_response_id=first.id, background=True
+    )
+    job = wait_until(
+        lambda: Job.objects.filter(session_id=session_id, status=Job.Status.RUNNING).first()
+    )
+    client.responses.delete(running.id)
+    wait_until(lambda: Job.objects.get(pk=job.pk).status == Job.Status.CANCELLED, timeout=15)
