@@ -1,8 +1,9 @@
 """``/v1/responses``: the OpenAI Responses API over agentsite's sessions (the HTTP edge).
 
-Plain async views: a waiting or streaming request is a coroutine, not a
-thread. Errors are OpenAI's ``{"error": {"message", "type", "param", "code"}}``
-(which the OpenAI SDKs turn into their exception classes), not agentsite's.
+Plain async views; what a request waits for (a stream, a response's end, a
+cancel) is awaited on the event loop as its body is sent. Errors are OpenAI's
+``{"error": {"message", "type", "param", "code"}}`` (which the OpenAI SDKs turn
+into their exception classes), not agentsite's.
 """
 
 from __future__ import annotations
@@ -95,7 +96,9 @@ def openai_endpoint(methods: tuple[str, ...]) -> Callable[[View], View]:
         async def wrapped(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponseBase:
             if request.method not in methods:
                 response = error_response(
-                    405, f"{request.method} is not allowed on {request.path}.", code="method"
+                    405,
+                    f"{request.method} is not allowed on {request.path}.",
+                    code="method_not_allowed",
                 )
                 response["Allow"] = ", ".join(methods)
                 return response
