@@ -2,7 +2,7 @@
 
 The session streams' follower (replay from the log, then the channel layer,
 gaps read back from the log) brings the events in seq order exactly once; the
-projection turns them into Responses events. Waiting costs no thread: a
+projection turns them into Responses events. Waiting blocks no thread: a
 stream or a waiting request is a coroutine on daphne's loop, and only each
 projection step (a few queries at most) runs in a database thread.
 """
@@ -15,6 +15,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from channels.db import database_sync_to_async
+from django.conf import settings
 
 from responses.models import AgentResponse
 from responses.projection import ResponseProjection, StreamEvent
@@ -24,8 +25,13 @@ from sessions.streams import LayerFollower, LogTail, follow
 
 db = functools.partial(database_sync_to_async, thread_sensitive=False)
 
-# Without traffic, a follower re-reads the log this often (and an SSE stream says so).
-IDLE_S = 15.0
+
+def idle_s() -> float:
+    """Without traffic, a follower re-reads the log this often (and an SSE stream sends a
+    comment): the session streams' heartbeat."""
+    return float(getattr(settings, "AGENTSITE_SSE_HEARTBEAT_S", 15.0))
+
+
 CANCEL_WAIT_S = 30.0
 CANCEL_POLL_S = 0.2
 
@@ -60,7 +66,7 @@ def _caught_up(projection: ResponseProjection, position: int) -> list[StreamEven
 
 
 async def response_events(
-    response: AgentResponse, *, after: int = -1, idle_s: float = IDLE_S
+    response: AgentResponse, *, after: int = -1
 ) -> AsyncIterator[StreamEvent | None]:
     """The response's stream events numbered above ``after``, until its end.
 
@@ -79,7 +85,7 @@ async def response_events(
     )
     group = f"{AgentSession.group_prefix()}{response.session_id}"
     async with LayerFollower(group) as live:
-        async for frame in follow(tail, live.queue, group, live.nonce, idle_s):
+        async for frame in follow(tail, live.queue, group, live.nonce, idle_s()):
             if live.overflowed:
                 return  # too slow: the client resumes with starting_after
             if frame is None:
