@@ -39,7 +39,9 @@ CANCEL_POLL_S = 0.2
 class ResponseTail(LogTail):
     """A session's log position whose frames keep the run id and need no token."""
 
-    def frame(self, event: dict[str, Any]) -> dict[str, Any]:
+    # The session streams' frame with the event's run id added (the projection needs it;
+    # the token it does not): an Any in, Any out override, as Frame has no run id.
+    def frame(self, event: Any) -> Any:
         return {
             "seq": int(event["seq"]),
             "kind": event["kind"],
