@@ -34,7 +34,13 @@ def test_cancel_stops_the_live_job_and_answers_cancelled(client: OpenAI) -> None
     job = wait_until(
         lambda: Job.objects.filter(session_id=session_id, status=Job.Status.RUNNING).first()
     )
-    assert client.responses.retrieve(second.id).status == "in_progress"
+    # Meanwhile the response reads as it stands: in progress, its job's call still open.
+    current = client.responses.retrieve(second.id)
+    assert current.status == "in_progress" and current.usage is None
+    assert [(i.type, i.status) for i in current.output][:2] == [
+        ("message", "completed"),
+        ("mcp_call", "in_progress"),
+    ]
 
     cancelled = client.responses.cancel(second.id)
     assert cancelled.status == "cancelled"
