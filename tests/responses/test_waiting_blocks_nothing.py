@@ -38,7 +38,7 @@ def test_other_requests_are_answered_while_one_waits(client: OpenAI, responses_u
             timeout=10,
         )
         assert answered.status_code == 200
-        assert time.monotonic() - started < 2
+        assert time.monotonic() - started < 10  # long before the gate opens (60 s)
         assert not waited  # it is still waiting
     finally:
         scripted_open(session_id, "hold")
