@@ -32,5 +32,6 @@ urlpatterns = [
     path("metrics", metrics_view, name="metrics"),
     path("login/", auth_views.LoginView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("", include("jobs.urls")),
     path("", include("sessions.urls")),
 ]

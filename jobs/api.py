@@ -6,7 +6,7 @@ the API's error format through the one status table in ``agentsite.api``.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, Literal, TypedDict
 
 from django.http import HttpRequest, HttpResponse
 from ninja import Field, Query, Router, Schema
@@ -17,7 +17,7 @@ from agentsite.auth import request_user
 from agentsite.core.errors import Conflict, NotFound
 from agentsite.core.ids import id_pattern
 from agentsite.http import NOT_BLANK, Body, errors
-from jobs import lifecycle, services, webhooks
+from jobs import documents, lifecycle, services, webhooks
 from jobs.models import IDEMPOTENCY_KEY_MAX_LENGTH, MAX_DEPENDENCIES, Job
 from jobs.registry import all_tools
 
@@ -149,6 +149,13 @@ class JobPage(Schema):
     offset: int
 
 
+class JobListDoc(TypedDict):
+    items: list[documents.JobStatusDoc]
+    count: int
+    limit: int
+    offset: int
+
+
 class WebhookSecretDoc(Schema):
     secret: str
 
@@ -225,13 +232,13 @@ def job_list(
     session_id: str | None = None,
     limit: int = Query(50, ge=1, le=200),
     offset: int = Query(0, ge=0, le=MAX_POSITION),
-) -> dict[str, Any]:
+) -> JobListDoc:
     jobs = services.job_list(
         owner=request_user(request), status=status, tool=tool, session_id=session_id
     )
     page = list(jobs[offset : offset + limit])
     return {
-        "items": [services.job_status_doc(job) for job in page],
+        "items": [documents.job_status_doc(job) for job in page],
         "count": jobs.count(),
         "limit": limit,
         "offset": offset,
@@ -239,9 +246,9 @@ def job_list(
 
 
 @router.get("/jobs/{job_id}", response={200: JobStatus, **errors(404)}, summary="A job's status")
-def job_status(request: HttpRequest, job_id: str) -> dict[str, Any]:
+def job_status(request: HttpRequest, job_id: str) -> documents.JobStatusDoc:
     job = services.job_get(owner=request_user(request), job_id=job_id)
-    return services.job_status_doc(job)
+    return documents.job_status_doc(job)
 
 
 @router.get(
@@ -257,11 +264,11 @@ def job_result(
     job_id: str,
     cursor: int | None = Query(None, ge=0, le=MAX_POSITION),
     limit: int = Query(100, ge=1, le=500),
-) -> dict[str, Any]:
+) -> documents.JobResultDoc | documents.ResultPage:
     job = services.job_get(owner=request_user(request), job_id=job_id)
     if cursor is not None:
-        return services.job_result_page(job=job, cursor=cursor, limit=limit)
-    return services.job_result_doc(job=job)
+        return documents.job_result_page(job, cursor, limit)
+    return documents.job_result_doc(job)
 
 
 @router.delete(

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+from channels.layers import get_channel_layer
 from django.apps import AppConfig
 
 
@@ -10,9 +11,7 @@ class JobsConfig(AppConfig):
     def ready(self) -> None:
         # Import what running a job needs once, in the parent process: RQ forks a
         # work horse per job, and a horse that inherits it all starts at once.
-        from channels.layers import get_channel_layer
-        from rq import command  # noqa: F401
-
+        # Inside ready(): these modules use the models, which exist only now.
         from jobs import registry, runner, services, webhooks  # noqa: F401
 
         registry.load_builtin_tools()

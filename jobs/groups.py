@@ -5,11 +5,6 @@ from __future__ import annotations
 from django.conf import settings
 
 
-def job_group(job_id: str) -> str:
-    """Everyone watching one job."""
-    return f"{settings.REDIS_PREFIX}.job.{job_id}"
-
-
 def owner_jobs_group(owner_id: int) -> str:
     """Everyone watching all the jobs of one user."""
     return f"{settings.REDIS_PREFIX}.jobs.owner.{owner_id}"

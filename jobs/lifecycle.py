@@ -8,8 +8,9 @@ cancelling, the scheduler noticing a lost worker) exactly one wins, and the
 loser gets ``JobTransitionError``. A terminal status never changes again.
 
 Each transition publishes exactly one event through ``job_publish``: a
-``JobEvent`` row (and a session event when the job belongs to a session) in
-the same transaction, then, once committed, a channel-layer message and — for
+``JobEvent`` row (and, through the ``jobs.hooks`` that sessions registers, a
+session event when the job belongs to a session) in the same transaction,
+then, once committed, a channel-layer message to the owner's group and — for
 final states of jobs with a callback URL — a webhook delivery.
 """
 
@@ -27,20 +28,19 @@ from django.db import connections, transaction
 from django.db.models.sql.subqueries import UpdateQuery
 from django.utils import timezone
 from redis.exceptions import RedisError
+from rq.job import Job as RqJob
 
-from jobs.groups import cancel_key, job_group, owner_jobs_group
-from jobs.live import group_send, redis_connection
+from jobs import hooks
+from jobs.documents import FINAL_EVENT_OF, JobEventName, job_event_payload, job_status_doc
+from jobs.groups import cancel_key
+from jobs.live import job_update_send, redis_connection
 from jobs.models import Job, JobChunk, JobEvent
+from jobs.webhooks import webhook_delivery_create
 
 log = logging.getLogger(__name__)
 
 S = Job.Status
-TERMINAL_EVENTS: dict[str, str] = {
-    S.DONE: "job_completed",
-    S.FAILED: "job_failed",
-    S.CANCELLED: "job_cancelled",
-    S.TIMED_OUT: "job_timed_out",
-}
+E = JobEventName
 # A cancel signal outlives any job that could still be running.
 CANCEL_KEY_TTL_S = 24 * 3600
 
@@ -85,7 +85,7 @@ def _returns_from_update(connection: Any) -> bool:
 
 
 def _transition(
-    job_id: str, *, sources: Iterable[str], target: str, event: str, **fields: Any
+    job_id: str, *, sources: Iterable[str], target: str, event: JobEventName, **fields: Any
 ) -> Job:
     with transaction.atomic():
         job = _compare_and_set(job_id, sources, {"status": target, **fields})
@@ -112,7 +112,7 @@ def _finish(
         job_id,
         sources=sources,
         target=target,
-        event=TERMINAL_EVENTS[target],
+        event=FINAL_EVENT_OF[target],
         finished_at=timezone.now(),
         error_code=code,
         error_message=message[:5000],
@@ -134,7 +134,7 @@ def job_queue(*, depends_on: Sequence[str] = (), **fields: Any) -> Job:
         dependency_ids=sorted(depends_on),
         **fields,
     )
-    job_publish(job, "job_queued")
+    job_publish(job, E.QUEUED)
     if ready:
         job_id, timeout_s = job.id, job.timeout_s
         transaction.on_commit(lambda: rq_enqueue_or_leave(job_id, timeout_s))
@@ -157,7 +157,7 @@ def job_start(*, job_id: str, worker_name: str = "", timeout_s: float | None = N
         job_id,
         sources=[S.QUEUED],
         target=S.RUNNING,
-        event="job_started",
+        event=E.STARTED,
         started_at=now,
         heartbeat_at=now,
         deadline=now + timedelta(seconds=timeout_s or 0),
@@ -174,7 +174,7 @@ def job_return_unstarted(*, job_id: str) -> Job:
         job_id,
         sources=[S.RUNNING],
         target=S.QUEUED,
-        event="job_queued",
+        event=E.QUEUED,
         started_at=None,
         heartbeat_at=None,
         deadline=None,
@@ -191,22 +191,24 @@ def job_progress(*, job_id: str, fraction: float | None, message: str = "") -> J
         job_id,
         sources=[S.RUNNING],
         target=S.RUNNING,
-        event="job_progress",
+        event=E.PROGRESS,
         progress_fraction=fraction,
         progress_message=message[:300],
     )
 
 
 def job_partial(*, job_id: str, index: int, item: Any) -> JobChunk:
-    """Append partial result ``index`` of a running job and tell live listeners."""
+    """Append partial result ``index`` of a running job.
+
+    Nothing is published: readers page through the rows (``/result?cursor=``),
+    prompted by the ``partial_count`` of the job's next progress event.
+    """
     with transaction.atomic():
         grown = Job.objects.filter(id=job_id, status=S.RUNNING).update(partial_count=index + 1)
         if grown != 1:
             current = Job.objects.filter(id=job_id).values_list("status", flat=True).first()
             raise JobTransitionError(job_id, "partial", current)
         chunk = JobChunk.objects.create(job_id=job_id, index=index, item=item)
-        message = {"type": "job.partial", "job_id": job_id, "index": index, "item": item}
-        transaction.on_commit(lambda: group_send([job_group(job_id)], message))
     return chunk
 
 
@@ -321,8 +323,6 @@ def rq_enqueue(job_id: str, timeout_s: float) -> None:
 
 
 def _rq_forget(job_id: str) -> None:
-    from rq.job import Job as RqJob
-
     try:
         django_rq.get_queue("tools", connection=redis_connection()).remove(job_id)
         RqJob.fetch(job_id, connection=redis_connection()).cancel()
@@ -379,55 +379,22 @@ def job_enqueue_if_ready(*, job_id: str) -> str:
 # --- publishing --------------------------------------------------------------------
 
 
-def job_event_payload(job: Job, event: str) -> dict[str, Any]:
-    from jobs.services import job_error, job_summary
+def job_publish(job: Job, event: JobEventName) -> None:
+    """Publish one transition: event rows now, live message and webhook after commit.
 
-    return {
-        "event": event,
-        "job_id": job.id,
-        "tool": job.tool,
-        "status": job.status,
-        "progress": {"fraction": job.progress_fraction, "message": job.progress_message},
-        "summary": job_summary(job),
-        "error": job_error(job),
-        "partial_count": job.partial_count,
-    }
-
-
-def job_publish(job: Job, event: str) -> None:
-    """Publish one transition: event rows now, live message and webhook after commit."""
+    Called inside the transition's transaction. The session's event (the
+    ``session_event`` hook) is written in a savepoint of it: it commits with the
+    job's state, and a session that cannot take it never costs the job its state.
+    """
     payload = job_event_payload(job, event)
     JobEvent.objects.create(job=job, event=event, payload=payload)
     if job.session_id:
         try:
             with transaction.atomic():
-                _session_publish(job.session_id, event, payload)
+                hooks.session_event_record(session_id=job.session_id, payload=payload)
         except Exception:
-            # The job's own state must be recorded even if its session cannot take the event.
             log.exception("could not add %s of %s to session %s", event, job.id, job.session_id)
-    from jobs.services import job_status_doc
-
-    message = {"type": "job.update", "job": job_status_doc(job), "event": event}
-    groups = [job_group(job.id), owner_jobs_group(job.owner_id)]
-    transaction.on_commit(lambda: group_send(groups, message))
+    doc, owner_id = job_status_doc(job), job.owner_id
+    transaction.on_commit(lambda: job_update_send(owner_id=owner_id, job=doc, event=event))
     if job.is_terminal and job.callback_url:
-        from jobs.webhooks import webhook_delivery_create
-
         webhook_delivery_create(job=job, event=event)
-
-
-def _session_publish(session_id: str, event: str, payload: dict[str, Any]) -> None:
-    if event in TERMINAL_EVENTS.values():
-        # A final state is news for the agent: pending, so it wakes the loop.
-        try:
-            from sessions.inbox import inbox_append
-        except ImportError:  # the sessions app without its loop
-            from sessions.events import event_append
-
-            event_append(session_id=session_id, kind="job_event", payload=payload, pending=True)
-            return
-        inbox_append(session_id=session_id, kind="job_event", payload=payload)
-        return
-    from sessions.events import event_append
-
-    event_append(session_id=session_id, kind="job_event", payload=payload, pending=False)

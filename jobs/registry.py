@@ -10,13 +10,18 @@ from __future__ import annotations
 
 import copy
 import functools
+import importlib
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
+from django.conf import settings
 from pydantic import BaseModel
+
+if TYPE_CHECKING:
+    from jobs.hooks import TextModel
 
 
 class ToolCancelled(Exception):
@@ -24,7 +29,7 @@ class ToolCancelled(Exception):
 
 
 class ToolContext(Protocol):
-    """What a running tool may use. Implemented by the job runner (and by tests)."""
+    """What a running tool may use. Implemented in ``jobs.tools.context``."""
 
     job_id: str | None
     owner_id: int | None
@@ -44,6 +49,9 @@ class ToolContext(Protocol):
 
     def check_cancelled(self) -> None:
         """Raise ToolCancelled when ``cancelled`` is true."""
+
+    def model(self) -> TextModel | None:
+        """The model of the job's session, for tools that write prose; None without one."""
 
 
 ToolKind = Literal["blocking", "async"]
@@ -132,12 +140,17 @@ def all_tools() -> list[Tool]:
     return sorted(_TOOLS.values(), key=lambda t: t.name)
 
 
+BUILTIN_TOOL_MODULES = (
+    "jobs.tools.clock",
+    "jobs.tools.crawl_site",
+    "jobs.tools.files",
+    "jobs.tools.http_get",
+    "jobs.tools.run_tests",
+    "jobs.tools.write_report",
+)
+
+
 def load_builtin_tools() -> None:
-    import importlib
-
-    from django.conf import settings
-
-    from jobs import tools  # noqa: F401  (registers the built-in tools on import)
-
-    for module in settings.AGENTSITE_EXTRA_TOOLS:
+    """Import the modules that register tools: the built-in ones and ``AGENTSITE_EXTRA_TOOLS``."""
+    for module in (*BUILTIN_TOOL_MODULES, *settings.AGENTSITE_EXTRA_TOOLS):
         importlib.import_module(module)

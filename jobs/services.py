@@ -1,6 +1,7 @@
-"""Job services other than status transitions (those live in ``jobs.lifecycle``).
+"""Starting and reading jobs: validation, idempotency, ownership, lists.
 
-Starting a job follows Stripe's idempotency rules: the key is bound to the
+Status transitions live in ``jobs.lifecycle``, how a job is told in
+``jobs.documents``. Starting a job follows Stripe's idempotency rules: the key is bound to the
 owner and to a hash of the request. The same request again returns the same
 job; another request with the key is refused; concurrent starts race on a
 unique constraint, so exactly one job is created.
@@ -11,7 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Sequence
-from datetime import datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
@@ -20,11 +21,11 @@ from django.db.models import QuerySet
 from django.utils import timezone
 from pydantic import BaseModel, ValidationError
 
-from agentsite.core.errors import BadRequest, Conflict, Invalid, NotFound
+from agentsite.core.errors import BadRequest, Invalid, NotFound
 from agentsite.core.ids import is_id
-from jobs import lifecycle
+from jobs import hooks, lifecycle
 from jobs.addresses import AddressRefused, check_url
-from jobs.models import IDEMPOTENCY_KEY_MAX_LENGTH, MAX_DEPENDENCIES, Job, JobChunk
+from jobs.models import IDEMPOTENCY_KEY_MAX_LENGTH, MAX_DEPENDENCIES, Job
 from jobs.registry import Tool, get_tool
 
 # --- starting jobs -------------------------------------------------------------------
@@ -199,13 +200,11 @@ def dependencies_validate(owner: Any, depends_on: Sequence[str]) -> list[str]:
 
 
 def session_validate(owner: Any, session_id: str | None) -> None:
+    """A job may be started in one of the owner's live sessions (asked through ``jobs.hooks``)."""
     if session_id is None:
         return
-    from sessions.models import AgentSession
-
-    if (
-        not is_id("ses", session_id)
-        or not AgentSession.objects.filter(pk=session_id, owner=owner).exists()
+    if not is_id("ses", session_id) or not hooks.session_is_live(
+        owner=owner, session_id=session_id
     ):
         raise Invalid("unknown_session", "session_id does not name one of your sessions.")
 
@@ -229,7 +228,11 @@ def job_retry(*, job: Job) -> Job:
 
 
 def job_get(*, owner: Any, job_id: str) -> Job:
-    """The owner's job; ``not_found`` for anyone else's, unknown or malformed ids."""
+    """The owner's job; ``NotFound`` for anyone else's, unknown or malformed ids.
+
+    The one ownership rule for jobs: the REST API, MCP, the agent's toolbox and
+    the job pages all look a job up through it.
+    """
     if not is_id("job", job_id):
         raise NotFound("No such job.")
     job = Job.objects.filter(id=job_id, owner=owner).first()
@@ -255,104 +258,6 @@ def job_list(
     if session_id:
         jobs = jobs.filter(session_id=session_id)
     return jobs
-
-
-def _iso(moment: datetime | None) -> str | None:
-    return moment.isoformat() if moment else None
-
-
-def job_error(job: Job) -> dict[str, str] | None:
-    if not job.error_code:
-        return None
-    return {"code": job.error_code, "message": job.error_message}
-
-
-def job_status_doc(job: Job) -> dict[str, Any]:
-    """The body of ``GET /api/jobs/{id}``."""
-    return {
-        "job_id": job.id,
-        "tool": job.tool,
-        "status": job.status,
-        "progress": {"fraction": job.progress_fraction, "message": job.progress_message},
-        "created_at": _iso(job.created_at),
-        "started_at": _iso(job.started_at),
-        "finished_at": _iso(job.finished_at),
-        "deadline": _iso(job.deadline),
-        "depends_on": list(job.dependency_ids),
-        "error": job_error(job),
-    }
-
-
-RESULT_ERRORS = {
-    Job.Status.FAILED: ("job_failed", "The job failed."),
-    Job.Status.CANCELLED: ("job_cancelled", "The job was cancelled."),
-    Job.Status.TIMED_OUT: ("job_timed_out", "The job ran past its deadline."),
-}
-
-
-def job_result_doc(job: Job) -> dict[str, Any]:
-    """The 200 body of ``/result``; ``Conflict`` unless the job is done."""
-    if job.status == Job.Status.DONE:
-        return {"job_id": job.id, "status": job.status, "output": job.result}
-    if job.status in RESULT_ERRORS:
-        code, message = RESULT_ERRORS[job.status]  # type: ignore[index]
-        raise Conflict(
-            code,
-            message,
-            {"reason": job.error_code, "message": job.error_message, "status": job.status},
-        )
-    raise Conflict(
-        "not_finished",
-        f"The job is {job.status}; its partial results are at ?cursor=0.",
-        {"status": job.status},
-    )
-
-
-def job_result_page(job: Job, cursor: int, limit: int) -> dict[str, Any]:
-    """Partial results from ``cursor`` on: ``{"items", "next_cursor", "complete"}``."""
-    if cursor < 0 or limit < 1:
-        raise BadRequest("invalid_cursor", "cursor must be ≥ 0 and limit ≥ 1.")
-    limit = min(limit, 500)
-    terminal = job.is_terminal
-    items = list(
-        JobChunk.objects.filter(job=job, index__gte=cursor)
-        .order_by("index")
-        .values_list("item", flat=True)[:limit]
-    )
-    next_cursor = cursor + len(items)
-    # A job that has ended adds no more partial results: its count is final.
-    complete = terminal and next_cursor >= job.partial_count
-    return {"items": items, "next_cursor": next_cursor, "complete": complete}
-
-
-def job_summary(job: Job) -> str:
-    """One line about a finished job, for completion events and compact history."""
-    if job.status == Job.Status.DONE:
-        tool = get_tool(job.tool)
-        summary = tool.summary(job.result) if tool is not None else ""
-        return summary or "done"
-    if job.is_terminal:
-        return f"{job.status}: {job.error_message}" if job.error_message else str(job.status)
-    if job.progress_message:
-        return job.progress_message
-    return str(job.status)
-
-
-# --- blocking tools -------------------------------------------------------------------
-
-
-def blocking_tool_call(
-    *, owner: Any, tool: str, args: dict[str, Any], session_id: str | None = None
-) -> Any:
-    """Validate and run a blocking tool inline; the tool's own exceptions propagate."""
-    from jobs.runner import InlineToolContext
-
-    spec = tool_for_request(tool, kind="blocking")
-    parsed = tool_args_parse(spec, args)
-    ctx = InlineToolContext(
-        owner_id=getattr(owner, "pk", None), session_id=session_id, timeout_s=spec.default_timeout_s
-    )
-    return spec.run(parsed, ctx)
 
 
 # --- housekeeping ---------------------------------------------------------------------

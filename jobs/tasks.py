@@ -15,13 +15,15 @@ from django.conf import settings
 from django.db import connections
 from django.db.models import Q
 from django.utils import timezone
+from rq.job import Job as RqJob
 
 from agentsite.core.periodic import PeriodicTask
 from jobs import lifecycle, services, webhooks
+from jobs.handoff import connections_detach_inherited
+from jobs.heartbeat import stop_horse
 from jobs.lifecycle import JobTransitionError
 from jobs.live import redis_connection
 from jobs.models import Job
-from jobs.runner import connections_detach_inherited, stop_horse
 
 log = logging.getLogger(__name__)
 
@@ -98,8 +100,6 @@ def waiting_jobs_release() -> int:
 
 def lost_enqueues_repeat() -> int:
     """Queued jobs handed to RQ a while ago that Redis no longer knows (it was flushed)."""
-    from rq.job import Job as RqJob
-
     before = timezone.now() - timedelta(seconds=REQUEUE_AFTER_S)
     candidates = Job.objects.filter(status=Job.Status.QUEUED, enqueued_at__lt=before)
     count = 0

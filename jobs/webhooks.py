@@ -27,6 +27,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from jobs.addresses import AddressRefused, check_url
+from jobs.documents import JobEventName, webhook_body
 from jobs.live import redis_connection
 from jobs.models import Job, WebhookAttempt, WebhookDelivery, WebhookSecret
 
@@ -75,19 +76,13 @@ def webhook_verify(
     )
 
 
-def webhook_delivery_create(*, job: Job, event: str) -> WebhookDelivery:
+def webhook_delivery_create(*, job: Job, event: JobEventName) -> WebhookDelivery:
     """Record the callback of a final state and send it once the transition commits."""
-    from jobs.services import job_status_doc
-
     delivery = WebhookDelivery.objects.create(
         job=job,
         message_id=f"msg_{job.id}_{event}",
         url=job.callback_url,
-        payload={
-            "type": event,
-            "timestamp": timezone.now().isoformat(),
-            "data": job_status_doc(job),
-        },
+        payload=webhook_body(job, event, timezone.now().isoformat()),
         next_attempt_at=timezone.now(),
     )
     transaction.on_commit(lambda: webhook_enqueue(delivery.pk))

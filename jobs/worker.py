@@ -30,7 +30,7 @@ from rq.worker import BaseWorker
 
 from agentsite.core import telemetry
 from agentsite.core.database import through_database_outage
-from jobs import lifecycle, runner
+from jobs import handoff, lifecycle
 
 log = logging.getLogger(__name__)
 
@@ -141,21 +141,21 @@ class JobWorker(RidesOutRedis, Worker):
             super().execute_job(job, queue)
             return
         job_id = str(job.args[0])
-        runner.STARTED_BY_WORKER.clear()
+        handoff.STARTED_BY_WORKER.clear()
         fd, outcome_file = tempfile.mkstemp(prefix=f"agentsite-{job_id}-")
         os.close(fd)
-        runner.OUTCOME_FILE = outcome_file  # the horse inherits both
-        runner.OUTCOME_READER_PID = os.getpid()
+        handoff.OUTCOME_FILE = outcome_file  # the horse inherits both
+        handoff.OUTCOME_READER_PID = os.getpid()
         try:
             super().execute_job(job, queue)
         finally:
-            runner.OUTCOME_FILE = runner.OUTCOME_READER_PID = None
-            left, outcome = runner.outcome_take(outcome_file)
+            handoff.OUTCOME_FILE = handoff.OUTCOME_READER_PID = None
+            left, outcome = handoff.outcome_take(outcome_file)
             if left == "nothing":
                 # The horse failed before the tool ran (Redis went away under RQ's
                 # set-up): nothing happened, so the job goes back to the queue.
                 through_database_outage(
-                    lambda: runner.job_return_unstarted_in_worker(job_id=job_id),
+                    lambda: handoff.job_return_unstarted_in_worker(job_id=job_id),
                     what=f"job {job_id}",
                 )
             else:
@@ -163,7 +163,7 @@ class JobWorker(RidesOutRedis, Worker):
                 if left != "outcome" and status == "finished":
                     outcome = self._rq_outcome(job)
                 through_database_outage(
-                    lambda: runner.job_finish_in_worker(
+                    lambda: handoff.job_finish_in_worker(
                         job_id=job_id, outcome=outcome, horse_status=status
                     ),
                     what=f"end of job {job_id}",
@@ -187,7 +187,7 @@ class JobWorker(RidesOutRedis, Worker):
         if job.func_name == RUN_JOB and len(job.args) == 1:
             job_id, timeout_s = str(job.args[0]), job.meta.get("timeout_s")
             through_database_outage(
-                lambda: runner.job_start_in_worker(
+                lambda: handoff.job_start_in_worker(
                     job_id=job_id, worker_name=self.name, timeout_s=timeout_s
                 ),
                 what=f"start of job {job_id}",

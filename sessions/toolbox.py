@@ -8,12 +8,16 @@ tool is offered as ``start_<tool>``, which starts a job and returns at once;
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from typing import Any
 
 from pydantic import ValidationError
 
 from agentsite.core.errors import DomainError
-from jobs.registry import Tool, all_tools
+from jobs import documents, inline, services
+from jobs.lifecycle import job_request_cancel
+from jobs.models import Job
+from jobs.registry import Tool, all_tools, get_tool
 
 log = logging.getLogger(__name__)
 
@@ -121,11 +125,8 @@ def tool_execute(
 def _dispatch(
     *, owner: Any, session_id: str, run_id: str, name: str, args: dict[str, Any], call_id: str
 ) -> Any:
-    from jobs import services
-    from jobs.lifecycle import job_request_cancel
-
     if name == "get_job_status":
-        return services.job_status_doc(services.job_get(owner=owner, job_id=_job_id(args)))
+        return documents.job_status_doc(services.job_get(owner=owner, job_id=_job_id(args)))
     if name == "stop_job":
         job = services.job_get(owner=owner, job_id=_job_id(args))
         return {"job_id": job.id, "state": job_request_cancel(job_id=job.id)}
@@ -142,14 +143,12 @@ def _dispatch(
             run_id=run_id,
         )
         return {"job_id": job.id, "status": "queued"}
-    return services.blocking_tool_call(owner=owner, tool=name, args=args, session_id=session_id)
+    return inline.blocking_tool_call(owner=owner, tool=name, args=args, session_id=session_id)
 
 
 def _async_tool(name: str) -> Tool | None:
     if not name.startswith(START_PREFIX):
         return None
-    from jobs.registry import get_tool
-
     spec = get_tool(name.removeprefix(START_PREFIX))
     return spec if spec is not None and spec.kind == "async" else None
 
@@ -158,15 +157,12 @@ def _job_id(args: dict[str, Any]) -> str:
     return str(args.get("job_id", ""))
 
 
-def _job_result(*, owner: Any, args: dict[str, Any]) -> dict[str, Any]:
-    from jobs import services
-    from jobs.models import Job
-
+def _job_result(*, owner: Any, args: dict[str, Any]) -> Mapping[str, Any]:
     job = services.job_get(owner=owner, job_id=_job_id(args))
     cursor = args.get("cursor")
     if cursor is None and job.status == Job.Status.DONE:
-        return services.job_result_doc(job)
+        return documents.job_result_doc(job)
     if cursor is None and job.is_terminal:
-        return services.job_result_doc(job)  # raises the honest 409 (failed, cancelled…)
-    page = services.job_result_page(job, int(cursor or 0), RESULT_PAGE_SIZE)
+        return documents.job_result_doc(job)  # raises the honest 409 (failed, cancelled…)
+    page = documents.job_result_page(job, int(cursor or 0), RESULT_PAGE_SIZE)
     return {"job_id": job.id, "status": job.status, **page}

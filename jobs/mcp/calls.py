@@ -14,7 +14,7 @@ from django.db.models import Max, QuerySet
 from mcp_types import INVALID_PARAMS
 
 from agentsite.core.errors import DomainError
-from jobs import lifecycle, services
+from jobs import inline, lifecycle, services
 from jobs.mcp import mapping
 from jobs.models import Job
 from jobs.registry import Tool, get_tool
@@ -51,7 +51,7 @@ def tool_named(name: str) -> Tool:
 def blocking_call(*, owner: AbstractBaseUser, tool: str, args: dict[str, Any]) -> dict[str, Any]:
     """Run a blocking tool inline; its exceptions become an ``isError`` result."""
     try:
-        output = services.blocking_tool_call(owner=owner, tool=tool, args=args)
+        output = inline.blocking_tool_call(owner=owner, tool=tool, args=args)
     except DomainError as exc:
         raise _from_request_error(exc) from exc
     except Exception as exc:  # the tool's own failure is a result the model can read

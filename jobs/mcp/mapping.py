@@ -11,7 +11,7 @@ import json
 from datetime import datetime
 from typing import Any
 
-from jobs import services
+from jobs.documents import job_summary
 from jobs.models import Job
 
 TASKS_EXTENSION = "io.modelcontextprotocol/tasks"
@@ -46,7 +46,7 @@ def task_status_message(job: Job) -> str:
     if job.status == Job.Status.QUEUED:
         return job.progress_message or "queued"
     if job.status == Job.Status.DONE:
-        return services.job_summary(job)
+        return job_summary(job)
     if job.status == Job.Status.TIMED_OUT:
         return f"timed out: {job.error_message}" if job.error_message else "timed out"
     if job.status == Job.Status.FAILED:

@@ -17,6 +17,7 @@ from channels.db import database_sync_to_async
 from channels.layers import get_channel_layer
 from django.contrib.auth.models import AbstractBaseUser
 
+from jobs.groups import owner_jobs_group
 from jobs.mcp import calls, mapping
 from jobs.models import Job
 
@@ -36,8 +37,6 @@ class OwnerJobsWakeups:
 
     async def __aenter__(self) -> OwnerJobsWakeups:
         try:
-            from jobs.groups import owner_jobs_group
-
             self.layer = get_channel_layer()
             if self.layer is not None:
                 self.group = owner_jobs_group(self.owner_id)

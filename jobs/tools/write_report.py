@@ -2,27 +2,26 @@
 
 The offline composition is deterministic: the same topic and sources always
 give the same report (a test run's failures become findings, a crawl's broken
-pages too). When the session uses a real model, each section's draft is handed
-to it to rewrite; the facts still come from the sources.
+pages too). When the job's session has a model that writes prose
+(``ctx.model()``), each section's draft is handed to it to rewrite; the facts
+still come from the sources.
 """
 
 from __future__ import annotations
 
-import asyncio
 from dataclasses import dataclass
 from typing import Any
 
-from django.conf import settings
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from jobs.documents import job_summary
+from jobs.hooks import TextModel
+from jobs.models import Job
 from jobs.registry import ToolContext, tool
 from jobs.tools.running import sleep_unless_cancelled, tool_input, tool_setting
 
 MAX_SOURCES = 20
 MAX_TABLE_ROWS = 50
-# Models that never write prose for reports: the offline one composes
-# deterministically anyway, and the scripted one belongs to tests of the agent loop.
-DETERMINISTIC_MODELS = {"", "offline", "scripted"}
 
 
 class WriteReportInput(BaseModel):
@@ -70,9 +69,6 @@ class Section:
 
 def sources_load(job_ids: list[str], owner_id: int | None) -> list[Source]:
     """The source jobs, in the order given; another owner's job counts as unknown."""
-    from jobs.models import Job
-    from jobs.services import job_summary
-
     if not job_ids:
         return []
     jobs = {j.id: j for j in Job.objects.filter(id__in=job_ids, owner_id=owner_id)}
@@ -204,46 +200,23 @@ def sections_plan(topic: str, sources: list[Source]) -> list[Section]:
     return plan
 
 
-def session_model_name(session_id: str | None) -> str:
-    if not session_id:
-        return ""
-    from sessions.models import AgentSession
-
-    model = AgentSession.objects.filter(id=session_id).values_list("model", flat=True).first()
-    return model or settings.AGENTSITE_MODEL
-
-
-def model_rewrite(model_name: str, topic: str, section: Section) -> str:
+def model_rewrite(model: TextModel, topic: str, section: Section) -> str:
     """Have the session's model turn a section's draft into prose, keeping every fact."""
-    from sessions.llm import TextDelta, get_model_client
-
-    client = get_model_client(model_name)
     prompt = (
         f"Report topic: {topic}\nSection: {section.heading}\n\nDraft:\n{section.markdown}\n\n"
         "Rewrite the draft as this section's markdown body. Keep every fact, number, id and "
         "path; add nothing that is not in the draft; no heading."
     )
-
-    async def collect() -> str:
-        parts: list[str] = []
-        stream = client.stream(
-            system="You write clear, factual sections of technical reports.",
-            messages=[{"role": "user", "content": prompt}],
-            tools=[],
-        )
-        async for item in stream:
-            if isinstance(item, TextDelta):
-                parts.append(item.text)
-        return "".join(parts).strip()
-
-    return asyncio.run(collect()) or section.markdown
+    written = model.write(
+        system="You write clear, factual sections of technical reports.", prompt=prompt
+    )
+    return written.strip() or section.markdown
 
 
 def write_report(args: Any, ctx: ToolContext) -> dict[str, Any]:
     params = tool_input(WriteReportInput, args)
     sources = sources_load(params.source_job_ids, ctx.owner_id)
-    model_name = session_model_name(ctx.session_id)
-    use_model = model_name not in DETERMINISTIC_MODELS
+    model = ctx.model()
     delay = float(tool_setting("AGENTSITE_REPORT_SECTION_DELAY_S", "0.5"))
     title = params.title or f"Report: {params.topic}"
     plan = sections_plan(params.topic, sources)
@@ -251,7 +224,7 @@ def write_report(args: Any, ctx: ToolContext) -> dict[str, Any]:
     for index, section in enumerate(plan):
         ctx.progress(index / len(plan), f"writing {section.heading}")
         sleep_unless_cancelled(ctx, delay)
-        body = model_rewrite(model_name, params.topic, section) if use_model else section.markdown
+        body = model_rewrite(model, params.topic, section) if model else section.markdown
         item = {"index": index, "heading": section.heading, "markdown": body}
         ctx.partial(item)
         written.append(item)
@@ -267,7 +240,7 @@ def write_report(args: Any, ctx: ToolContext) -> dict[str, Any]:
         "markdown": markdown + "\n",
         "sections": written,
         "source_job_ids": [s.job_id for s in sources],
-        "model": model_name if use_model else "offline",
+        "model": model.name if model else "offline",
     }
 
 

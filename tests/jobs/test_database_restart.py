@@ -9,9 +9,10 @@ from typing import Any
 import pytest
 
 from agentsite.core.database import through_database_outage
-from jobs import lifecycle, runner
+from jobs import handoff, lifecycle
+from jobs.heartbeat import Heartbeat
 from jobs.models import Job, JobChunk
-from jobs.runner import Heartbeat, RunnerToolContext
+from jobs.tools.context import JobToolContext
 from tests.agentsite.test_database import database_away_for
 from tests.conftest import wait_until
 
@@ -25,7 +26,7 @@ def running_job(user: Any) -> Job:
 
 def test_the_heartbeat_beats_again_once_the_database_is_back(user: Any) -> None:
     job = running_job(user)
-    ctx = RunnerToolContext(job)
+    ctx = JobToolContext(job)
     heartbeat = Heartbeat(ctx)
     with database_away_for(2.5):
         beats = threading.Thread(target=heartbeat.beat_loop, daemon=True)
@@ -45,7 +46,7 @@ def test_the_heartbeat_beats_again_once_the_database_is_back(user: Any) -> None:
 
 def test_a_partial_result_waits_for_the_database_and_is_kept(user: Any) -> None:
     job = running_job(user)
-    ctx = RunnerToolContext(job)
+    ctx = JobToolContext(job)
     with database_away_for(1.5):
         # Before: the tool got the OperationalError and the job failed with tool_error.
         assert ctx.partial({"step": 0}) == 0
@@ -54,7 +55,7 @@ def test_a_partial_result_waits_for_the_database_and_is_kept(user: Any) -> None:
 
 def test_progress_while_the_database_is_away_is_written_once_it_is_back(user: Any) -> None:
     job = running_job(user)
-    ctx = RunnerToolContext(job)
+    ctx = JobToolContext(job)
     with database_away_for(60):
         ctx.progress(0.5, "half way")  # Before: the OperationalError reached the tool.
     ctx.progress_flush()
@@ -63,11 +64,11 @@ def test_progress_while_the_database_is_away_is_written_once_it_is_back(user: An
 
 def test_the_worker_records_a_jobs_end_once_the_database_is_back(user: Any) -> None:
     job = running_job(user)
-    runner.STARTED_BY_WORKER[job.id] = job
+    handoff.STARTED_BY_WORKER[job.id] = job
     outcome = {"transition": "job_succeed", "kwargs": {"result": {"summary": "slept"}}}
     with database_away_for(1.5):
         through_database_outage(
-            lambda: runner.job_finish_in_worker(
+            lambda: handoff.job_finish_in_worker(
                 job_id=job.id, outcome=outcome, horse_status="finished"
             ),
             what="test",
@@ -76,4 +77,4 @@ def test_the_worker_records_a_jobs_end_once_the_database_is_back(user: Any) -> N
     # stayed running until the sweep failed it as worker_lost.
     job.refresh_from_db()
     assert (job.status, job.result) == (Job.Status.DONE, {"summary": "slept"})
-    assert job.id not in runner.STARTED_BY_WORKER
+    assert job.id not in handoff.STARTED_BY_WORKER

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 from django.test import override_settings
 
+from jobs import hooks
 from jobs.models import Job
 from jobs.registry import ToolCancelled
 from jobs.tools.context import LocalToolContext
@@ -164,3 +165,41 @@ def test_a_session_on_a_claude_model_has_it_rewrite_each_section(user: Any, sett
     first_prompt = json.dumps(server.requests[0]["messages"])
     assert "Section: Summary" in first_prompt
     assert "without source jobs" in first_prompt
+
+
+class UpperCaseModel:
+    name = "upper"
+
+    def __init__(self) -> None:
+        self.prompts: list[str] = []
+
+    def write(self, *, system: str, prompt: str) -> str:
+        self.prompts.append(prompt)
+        return f"SECTION {len(self.prompts)}"
+
+
+@override_settings(AGENTSITE_REPORT_SECTION_DELAY_S=0)
+def test_the_model_comes_from_the_context_through_the_session_model_hook(
+    user: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    model = UpperCaseModel()
+    asked: list[str] = []
+
+    def session_model(*, session_id: str) -> UpperCaseModel:
+        asked.append(session_id)
+        return model
+
+    monkeypatch.setattr(hooks, "_registered", hooks.Hooks(session_model=session_model))
+    in_session = WRITE_REPORT.run(
+        {"topic": "hooks"}, LocalToolContext(owner_id=user.pk, session_id="ses_1")
+    )
+    alone = WRITE_REPORT.run({"topic": "hooks"}, LocalToolContext(owner_id=user.pk))
+
+    assert asked == ["ses_1"]  # a job outside any session never asks
+    assert in_session["model"] == "upper" and alone["model"] == "offline"
+    assert [s["markdown"] for s in in_session["sections"]] == [
+        "SECTION 1",
+        "SECTION 2",
+        "SECTION 3",
+    ]
+    assert "Section: Summary" in model.prompts[0]

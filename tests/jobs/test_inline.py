@@ -5,7 +5,7 @@ from typing import Any
 import pytest
 
 from agentsite.core.errors import Invalid
-from jobs.services import blocking_tool_call
+from jobs.inline import blocking_tool_call
 
 
 @pytest.mark.django_db
