@@ -18,8 +18,11 @@ install: $(STAMP)
 run: install
 	$(PY) manage.py serve
 
+# Two pytest-xdist workers, each on its own Redis database and test database
+# (tests/environment.py); TEST_WORKERS=0 runs the suite in one process.
+TEST_WORKERS ?= 2
 test: install
-	$(PY) -m pytest $(PYTEST_ARGS)
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
 
 # The REST API against its own OpenAPI document: schemathesis, a fixed seed, a few minutes.
 fuzz: install

@@ -7,7 +7,7 @@ from typing import Any
 from django.conf import settings
 from django.core.checks import CheckMessage, Error, Warning, register
 
-KNOWN_MODEL_BACKENDS = ("offline", "scripted")
+from sessions.llm.names import CLAUDE_PREFIX, LOCAL_MODELS
 
 
 @register("agentsite")
@@ -26,9 +26,9 @@ def check_environment(app_configs: Any = None, **kwargs: Any) -> list[CheckMessa
 
 def check_model() -> list[CheckMessage]:
     model = settings.AGENTSITE_MODEL
-    if model in KNOWN_MODEL_BACKENDS:
+    if model in LOCAL_MODELS:
         return []
-    if not model.startswith("claude"):
+    if not model.startswith(CLAUDE_PREFIX):
         return [
             Error(
                 f"AGENTSITE_MODEL={model!r} is neither 'offline' nor an Anthropic model name.",

@@ -11,7 +11,7 @@ from agentsite.views import metrics_view
 from jobs.api import router as jobs_router
 from responses.api import urlpatterns as responses_urls
 from sessions.api import router as sessions_router
-from sessions.streams import router as streams_router
+from sessions.sse import router as streams_router
 
 handler404 = "agentsite.errors.page_not_found"
 handler500 = "agentsite.errors.server_error"

@@ -17,27 +17,27 @@ from ninja.responses import Status
 from pydantic import ConfigDict, Field
 
 from agentsite.auth import request_user
-from agentsite.core.errors import BadRequest, DomainError, Invalid, NotFound
-from agentsite.core.ids import is_id
+from agentsite.core.errors import Invalid
 from agentsite.http import NOT_BLANK, SPACE, Body, errors
+from sessions.llm.names import MODEL_NAME_PATTERN, MODEL_NAMES_TEXT
 from sessions.models import AgentSession, Event, Run
 from sessions.runs import run_request_cancel
 from sessions.services import (
-    SessionNotFound,
     message_post,
+    run_for,
     session_create,
     session_delete,
-    session_get,
+    session_for,
     session_list,
 )
-from sessions.tokens import BadToken, ForeignToken, run_token, run_token_seq, session_token
+from sessions.tokens import run_token, run_token_seq, session_token
 from sessions.tokens import session_token_seq as token_seq
 
 router = Router(tags=["sessions"])
 
 # The models a session may name, blanks around allowed: the rule create_session
 # applies and the pattern the document shows.
-MODEL_PATTERN = rf"^{SPACE}*(offline|scripted|anthropic|claude[\s\S]*)?{SPACE}*$"
+MODEL_PATTERN = rf"^{SPACE}*({MODEL_NAME_PATTERN})?{SPACE}*$"
 
 
 class SessionIn(Body):
@@ -47,7 +47,7 @@ class SessionIn(Body):
     model: str = Field(
         default="",
         max_length=100,
-        description="offline, scripted or a claude-* model name; empty for the default.",
+        description=f"{MODEL_NAMES_TEXT}; empty for the default.",
         json_schema_extra={"pattern": MODEL_PATTERN},
     )
     system_prompt: str = Field(default="", max_length=20_000)
@@ -196,25 +196,11 @@ def session_doc(session: AgentSession) -> dict[str, Any]:
 
 
 def _session(request: HttpRequest, session_id: str) -> AgentSession:
-    try:
-        return session_get(owner=request_user(request), session_id=session_id)
-    except SessionNotFound as exc:
-        raise NotFound("No such session.") from exc
+    return session_for(owner=request_user(request), session_id=session_id)
 
 
 def _run(request: HttpRequest, run_id: str) -> Run:
-    user = request_user(request)
-    run = Run.objects.filter(pk=run_id, owner_id=user.pk).first() if is_id("run", run_id) else None
-    if run is None:
-        raise NotFound("No such run.")
-    return run
-
-
-def token_api_error(exc: BadToken | ForeignToken) -> DomainError:
-    """A continuation-token error as the API reports it: someone else's is not found."""
-    if isinstance(exc, ForeignToken):
-        return NotFound("No such continuation token for this resource.")
-    return BadRequest("bad_token", str(exc) or "The continuation token is not valid.")
+    return run_for(owner=request_user(request), run_id=run_id)
 
 
 @router.post(
@@ -227,7 +213,7 @@ def create_session(request: HttpRequest, body: SessionIn) -> Status[dict[str, An
     if not re.fullmatch(MODEL_PATTERN, body.model):
         raise Invalid(
             "invalid_model",
-            "Unknown model: use offline, scripted or a claude-* model name.",
+            f"Unknown model: use {MODEL_NAMES_TEXT}.",
             {"model": body.model},
         )
     session = session_create(
@@ -276,10 +262,7 @@ def post_message(request: HttpRequest, session_id: str, body: MessageIn) -> Stat
     session = _session(request, session_id)
     if not re.search(NOT_BLANK, body.text):
         raise Invalid("invalid_request", "The message text is empty.")
-    try:
-        event, run = message_post(session=session, text=body.text)
-    except SessionNotFound as exc:  # deleted meanwhile
-        raise NotFound("No such session.") from exc
+    event, run = message_post(session=session, text=body.text)  # not found if deleted meanwhile
     token = run_token(run_id=run.id, owner_id=session.owner_id, seq=event.seq)
     return Status(202, {"run_id": run.id, "continuation_token": token})
 
@@ -291,10 +274,7 @@ def post_message(request: HttpRequest, session_id: str, body: MessageIn) -> Stat
 )
 def list_events(request: HttpRequest, session_id: str, query: Query[EventsQuery]) -> dict[str, Any]:
     session = _session(request, session_id)
-    try:
-        after = token_seq(query.after, session_id=session.id, owner_id=session.owner_id)
-    except (BadToken, ForeignToken) as exc:
-        raise token_api_error(exc) from exc
+    after = token_seq(query.after, session_id=session.id, owner_id=session.owner_id)
     events = list(
         Event.objects.filter(session=session, seq__gt=after).order_by("seq")[: query.limit]
     )
@@ -324,10 +304,7 @@ def list_events(request: HttpRequest, session_id: str, query: Query[EventsQuery]
 )
 def poll_run(request: HttpRequest, run_id: str, continuation_token: str = "") -> dict[str, Any]:
     run = _run(request, run_id)
-    try:
-        after = run_token_seq(continuation_token, run_id=run.id, owner_id=run.owner_id)
-    except (BadToken, ForeignToken) as exc:
-        raise token_api_error(exc) from exc
+    after = run_token_seq(continuation_token, run_id=run.id, owner_id=run.owner_id)
     # Status first: every delta of a finished run was written before it finished.
     status = Run.objects.filter(pk=run.pk).values_list("status", flat=True).get()
     deltas = Event.objects.filter(

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from typing import Any
+from typing import Any, Literal, TypedDict, cast
 from urllib.parse import parse_qs
 
 from channels.db import database_sync_to_async
@@ -18,8 +18,11 @@ from channels.generic.websocket import AsyncWebsocketConsumer
 from django.contrib.auth.models import AbstractBaseUser
 
 from agentsite.auth import user_for_token
-from sessions import streams
-from sessions.models import AgentSession, Run
+from agentsite.core.errors import DomainError
+from sessions import services, streams
+from sessions.models import AgentSession
+from sessions.payloads import LiveMessage
+from sessions.services import SessionNotFound
 from sessions.tokens import BadToken, ForeignToken, session_token_seq
 
 log = logging.getLogger(__name__)
@@ -38,6 +41,65 @@ CLIENT_FRAME_TYPES = frozenset({"message", "stop_job", "interrupt", "ping"})
 LIVE_TYPES = frozenset({"session.event", streams.SYNC_TYPE})
 
 
+# --- what a client sends -------------------------------------------------------------------
+
+
+class MessageFrame(TypedDict):
+    type: Literal["message"]
+    text: str
+
+
+class StopJobFrame(TypedDict):
+    type: Literal["stop_job"]
+    job_id: str
+
+
+class InterruptFrame(TypedDict):
+    type: Literal["interrupt"]
+
+
+class PingFrame(TypedDict):
+    type: Literal["ping"]
+
+
+ClientFrame = MessageFrame | StopJobFrame | InterruptFrame | PingFrame
+
+
+# --- what it is answered (beside the stream's event frames, ``streams.Frame``) ---------------
+
+
+class MessageReply(TypedDict):
+    type: Literal["message"]
+    seq: int
+    run_id: str
+
+
+class StopJobReply(TypedDict):
+    type: Literal["stop_job"]
+    job_id: str
+    state: str
+
+
+class InterruptReply(TypedDict):
+    type: Literal["interrupt"]
+    run_id: str
+    state: str
+
+
+class PongReply(TypedDict):
+    type: Literal["pong"]
+
+
+class ErrorReply(TypedDict):
+    type: Literal["error"]
+    code: str
+    message: str
+
+
+Reply = MessageReply | StopJobReply | InterruptReply | PongReply | ErrorReply
+PONG: PongReply = {"type": "pong"}
+
+
 def offered_api_token(scope: dict[str, Any]) -> str:
     """An API token from ``Sec-WebSocket-Protocol: agentsite.bearer.<token>`` or ``?token=``."""
     for protocol in scope.get("subprotocols", []):
@@ -52,11 +114,6 @@ def token_user(raw: str) -> AbstractBaseUser | None:
     return user_for_token(raw)
 
 
-@database_sync_to_async
-def session_mark_seen(session_id: str, seq: int) -> None:
-    AgentSession.objects.filter(pk=session_id, seen_seq__lt=seq).update(seen_seq=seq)
-
-
 class ClientFrameError(Exception):
     def __init__(self, code: str, message: str) -> None:
         super().__init__(message)
@@ -64,7 +121,7 @@ class ClientFrameError(Exception):
         self.message = message
 
 
-def client_frame_parse(text_data: str | None, bytes_data: bytes | None) -> dict[str, Any]:
+def client_frame_parse(text_data: str | None, bytes_data: bytes | None) -> ClientFrame:
     """A validated client frame, or ClientFrameError saying what is wrong with it."""
     if text_data is None:
         raise ClientFrameError("bad_frame", "Send JSON text frames, not binary ones.")
@@ -87,42 +144,36 @@ def client_frame_parse(text_data: str | None, bytes_data: bytes | None) -> dict[
             raise ClientFrameError("too_large", limit)
     if frame["type"] == "stop_job" and not isinstance(frame.get("job_id"), str):
         raise ClientFrameError("bad_frame", "stop_job needs a 'job_id' string.")
-    return frame
+    return cast(ClientFrame, frame)
 
 
 @database_sync_to_async
-def message_send(session: AgentSession, text: str) -> dict[str, Any]:
-    from sessions.services import message_post
-
-    event, run = message_post(session=session, text=text)
+def message_send(session: AgentSession, text: str) -> MessageReply:
+    event, run = services.message_post(session=session, text=text)
     return {"type": "message", "seq": event.seq, "run_id": run.id}
 
 
 @database_sync_to_async
-def job_stop(user: AbstractBaseUser, job_id: str) -> dict[str, Any]:
-    from jobs.lifecycle import job_request_cancel
-    from jobs.models import Job
-
-    if not Job.objects.filter(pk=job_id, owner_id=user.pk).exists():
-        raise ClientFrameError("not_found", f"No job {job_id!r}.")
-    return {"type": "stop_job", "job_id": job_id, "state": job_request_cancel(job_id=job_id)}
+def job_stop(user: AbstractBaseUser, job_id: str) -> StopJobReply:
+    return {
+        "type": "stop_job",
+        "job_id": job_id,
+        "state": services.job_stop(owner=user, job_id=job_id),
+    }
 
 
 @database_sync_to_async
-def run_interrupt(session: AgentSession) -> dict[str, Any]:
-    from sessions.runs import run_request_cancel
+def run_interrupt(session: AgentSession) -> InterruptReply:
+    run_id, state = services.session_interrupt(session=session)
+    return {"type": "interrupt", "run_id": run_id, "state": state}
 
-    active = Run.objects.filter(session=session, status__in=[Run.Status.RUNNING, Run.Status.QUEUED])
-    # The turn being generated first; else the one about to start.
-    run = active.order_by("-status", "created_at").first()
-    if run is None:
-        raise ClientFrameError("no_active_run", "Nothing is running in this session.")
-    return {"type": "interrupt", "run_id": run.id, "state": run_request_cancel(run_id=run.id)}
+
+session_mark_seen = database_sync_to_async(services.session_mark_seen)
 
 
 async def client_frame_act(
-    frame: dict[str, Any], *, user: AbstractBaseUser, session: AgentSession
-) -> dict[str, Any]:
+    frame: ClientFrame, *, user: AbstractBaseUser, session: AgentSession
+) -> Reply:
     """Carry out a client frame through the services; their refusals become error frames."""
     try:
         if frame["type"] == "message":
@@ -131,13 +182,10 @@ async def client_frame_act(
             return await job_stop(user, frame["job_id"])
         if frame["type"] == "interrupt":
             return await run_interrupt(session)
-        return {"type": "pong"}
-    except ClientFrameError:
-        raise
+        return PONG
+    except DomainError as exc:
+        raise ClientFrameError(exc.code, exc.message) from exc
     except Exception as exc:
-        code, message = getattr(exc, "code", None), getattr(exc, "message", None)
-        if isinstance(code, str) and isinstance(message, str):
-            raise ClientFrameError(code, message) from exc
         log.exception("client frame %s failed", frame["type"])
         raise ClientFrameError("internal_error", "The server could not do that.") from exc
 
@@ -156,8 +204,9 @@ class SessionConsumer(AsyncWebsocketConsumer):
         if self.user is None or not self.user.is_authenticated:
             return await self.close(CLOSE_UNAUTHENTICATED)
         session_id = self.scope["url_route"]["kwargs"]["session_id"]
-        self.session = await streams.owned_session(self.user, session_id)
-        if self.session is None:
+        try:
+            self.session = await streams.session_read(owner=self.user, session_id=session_id)
+        except SessionNotFound:
             return await self.close(CLOSE_NOT_FOUND)
         query = parse_qs(self.scope.get("query_string", b"").decode("latin1"))
         try:
@@ -169,7 +218,7 @@ class SessionConsumer(AsyncWebsocketConsumer):
         except ForeignToken:
             return await self.close(CLOSE_NOT_FOUND)
         self.tail = streams.LogTail(session_id=session_id, owner_id=self.user.pk, after=after)
-        self.live: asyncio.Queue[dict[str, Any]] = asyncio.Queue(maxsize=self.live_queue_max)
+        self.live: asyncio.Queue[LiveMessage] = asyncio.Queue(maxsize=self.live_queue_max)
         group = self.session.group_name
         await self.channel_layer.group_add(group, self.channel_name)
         nonce = streams.follower_join(group)
@@ -190,11 +239,11 @@ class SessionConsumer(AsyncWebsocketConsumer):
         # Live notifications only go into memory: skip the base class's sweep of
         # stale database connections, a thread hop per message that fan-out multiplies.
         if message["type"] in LIVE_TYPES:
-            await self.enqueue(message)
+            await self.enqueue(cast(LiveMessage, message))
         else:
             await super().dispatch(message)
 
-    async def enqueue(self, message: dict[str, Any]) -> None:
+    async def enqueue(self, message: LiveMessage) -> None:
         if self.forwarder is None or self.forwarder.done():
             return
         try:
@@ -207,15 +256,16 @@ class SessionConsumer(AsyncWebsocketConsumer):
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
         if self.forwarder is None:
             return
+        reply: Reply
         try:
             frame = client_frame_parse(text_data, bytes_data)
             if frame["type"] == "ping":
-                self.live.put_nowait({"type": streams.CHECK_TYPE})
+                self.live.put_nowait(streams.CHECK_MESSAGE)
             reply = await client_frame_act(frame, user=self.user, session=self.session)
         except ClientFrameError as exc:
             reply = {"type": "error", "code": exc.code, "message": exc.message}
         except asyncio.QueueFull:
-            reply = {"type": "pong"}
+            reply = PONG
         await self.send(text_data=json.dumps(reply))
 
     async def disconnect(self, code: int) -> None:
@@ -225,4 +275,4 @@ class SessionConsumer(AsyncWebsocketConsumer):
         streams.follower_leave(self.session.group_name)
         await self.channel_layer.group_discard(self.session.group_name, self.channel_name)
         if self.by_cookie:
-            await session_mark_seen(self.session.id, self.tail.cursor)
+            await session_mark_seen(session_id=self.session.id, seq=self.tail.cursor)

@@ -2,7 +2,8 @@
 
 History is rebuilt from the log, run by run: the batch a run consumed (as the
 user's turn), then what it produced (text, tool calls, tool results). Job
-events are short text blocks — never the job's payload — and a job the model
+events are ``job_event`` blocks that a model reads as short text
+(``sessions.llm.blocks``) — never the job's whole output — and a job the model
 has already reacted to (its event was in a batch of a completed run) shrinks to
 one line. When the whole exceeds ``AGENTSITE_CONTEXT_BUDGET_TOKENS``, the
 oldest runs are left out first.
@@ -12,13 +13,21 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from django.conf import settings
 from django.db.models import Q
 
 from sessions.llm.base import approx_tokens
+from sessions.llm.blocks import job_event_block, wire_messages
 from sessions.models import AgentSession, Event, Run
+from sessions.payloads import (
+    AssistantMessagePayload,
+    JobEventPayload,
+    TextPayload,
+    ToolCallPayload,
+    ToolResultPayload,
+)
 from sessions.toolbox import tool_definitions
 
 DEFAULT_SYSTEM = (
@@ -49,7 +58,9 @@ class Conversation:
         return clip(output, limit)
 
     def tokens(self) -> int:
-        return approx_tokens(self.system) + approx_tokens(self.tools) + approx_tokens(self.messages)
+        """What the model will read, estimated: job events count as their text."""
+        messages = wire_messages(self.messages)
+        return approx_tokens(self.system) + approx_tokens(self.tools) + approx_tokens(messages)
 
 
 def clip(output: Any, limit: int) -> str:
@@ -59,36 +70,17 @@ def clip(output: Any, limit: int) -> str:
     return text[:limit] + f"… [{len(text) - limit} more characters; ask for less or page]"
 
 
-def job_event_text(payload: dict[str, Any], *, compact: bool) -> str:
-    """The short block a job event becomes (``compact``: the one-line form)."""
-    head = (
-        f"[event] {payload.get('event', 'job_event')} job_id={payload.get('job_id')} "
-        f"tool={payload.get('tool')} status={payload.get('status')}"
-    )
-    summary = str(payload.get("summary") or "").strip().replace("\n", " ")
-    error = payload.get("error") or None
-    if compact:
-        return f"{head} — {summary}" if summary else head
-    lines = [head]
-    if summary:
-        lines.append(f"summary: {summary}")
-    if isinstance(error, dict) and error.get("message"):
-        lines.append(f"error: {error.get('code')}: {error.get('message')}")
-    lines.append(f"details: get_job_result({payload.get('job_id')})")
-    return "\n".join(lines)
-
-
 def batch_blocks(events: list[Event], *, compact_jobs: bool) -> list[dict[str, Any]]:
     blocks: list[dict[str, Any]] = []
     for event in events:
         if event.kind == Event.Kind.USER_MESSAGE:
-            text = str(event.payload.get("text", "")).strip()
+            message = cast(TextPayload, event.payload)
+            text = str(message.get("text", "")).strip()
             if text:
                 blocks.append({"type": "text", "text": text})
         elif event.kind == Event.Kind.JOB_EVENT:
-            blocks.append(
-                {"type": "text", "text": job_event_text(event.payload, compact=compact_jobs)}
-            )
+            job_event = cast(JobEventPayload, event.payload)
+            blocks.append(job_event_block(job_event, compact=compact_jobs))
     return blocks
 
 
@@ -116,21 +108,32 @@ def output_messages(events: list[Event], *, result_chars: int) -> list[dict[str,
             open_calls.clear()
 
     for event in events:
-        p = event.payload
-        if event.kind == Event.Kind.ASSISTANT_MESSAGE and p.get("text"):
-            close_open()
-            messages.append({"role": "assistant", "content": [{"type": "text", "text": p["text"]}]})
+        if event.kind == Event.Kind.ASSISTANT_MESSAGE:
+            said = cast(AssistantMessagePayload, event.payload)
+            if said.get("text"):
+                close_open()
+                text_block = {"type": "text", "text": said["text"]}
+                messages.append({"role": "assistant", "content": [text_block]})
         elif event.kind == Event.Kind.TOOL_CALL:
-            block = {"type": "tool_use", "id": p["id"], "name": p["name"], "input": p["input"]}
+            call = cast(ToolCallPayload, event.payload)
+            block: dict[str, Any] = {
+                "type": "tool_use",
+                "id": call["id"],
+                "name": call["name"],
+                "input": call["input"],
+            }
             messages.append({"role": "assistant", "content": [block]})
-            open_calls.append(p["id"])
-        elif event.kind == Event.Kind.TOOL_RESULT and p.get("tool_call_id") in open_calls:
-            open_calls.remove(p["tool_call_id"])
+            open_calls.append(call["id"])
+        elif event.kind == Event.Kind.TOOL_RESULT:
+            result = cast(ToolResultPayload, event.payload)
+            if result.get("tool_call_id") not in open_calls:
+                continue
+            open_calls.remove(result["tool_call_id"])
             block = {
                 "type": "tool_result",
-                "tool_use_id": p["tool_call_id"],
-                "content": clip(p.get("output"), result_chars),
-                "is_error": bool(p.get("is_error")),
+                "tool_use_id": result["tool_call_id"],
+                "content": clip(result.get("output"), result_chars),
+                "is_error": bool(result.get("is_error")),
             }
             messages.append({"role": "user", "content": [block]})
     close_open()

@@ -7,6 +7,7 @@ replaying from the log.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from django.db import transaction
@@ -15,17 +16,22 @@ from django.utils import timezone
 
 from jobs.live import group_send
 from sessions.models import AgentSession, Event
+from sessions.payloads import SessionEventMessage
 
 
 def event_append(
     *,
     session_id: str,
     kind: str,
-    payload: dict[str, Any],
+    payload: Mapping[str, Any],
     pending: bool = False,
     run_id: str | None = None,
 ) -> Event:
     """Append one event to a session's log under the next seq.
+
+    ``payload`` is the kind's TypedDict in ``sessions.payloads``; the job
+    lifecycle and the inbox still hand the job event over as a plain dict, so
+    any mapping is taken.
 
     Bumping ``AgentSession.last_seq`` first takes the row's write lock
     (PostgreSQL) or the database write lock (SQLite, IMMEDIATE transactions),
@@ -75,7 +81,7 @@ def _seq_next(session_id: str) -> int:
     return AgentSession.objects.filter(pk=session_id).values_list("last_seq", flat=True).get()
 
 
-def event_message(event: Event) -> dict[str, Any]:
+def event_message(event: Event) -> SessionEventMessage:
     """The channel-layer message for an event (handled by ``session_event``)."""
     return {
         "type": "session.event",
@@ -96,4 +102,4 @@ def event_publish(event: Event) -> None:
     a turn worker or daphne, the busy one serving every other conversation)
     and blocking the database thread until that loop gets to it.
     """
-    group_send([f"{AgentSession.group_prefix()}{event.session_id}"], event_message(event))
+    group_send([f"{AgentSession.group_prefix()}{event.session_id}"], dict(event_message(event)))

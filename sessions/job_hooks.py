@@ -18,12 +18,13 @@ from jobs.hooks import TextModel
 from sessions.events import event_append
 from sessions.inbox import inbox_append
 from sessions.llm import TextDelta, get_model_client
+from sessions.llm.names import LOCAL_MODELS
 from sessions.models import AgentSession, Event
-from sessions.services import SessionNotFound, session_get
+from sessions.services import SessionNotFound, session_for
 
 # Models that write no prose for tools: the offline one composes deterministically
 # anyway, and the scripted one belongs to tests of the agent loop.
-PROSELESS_MODELS = {"", "offline", "scripted"}
+PROSELESS_MODELS = {"", *LOCAL_MODELS}
 
 
 def job_event_record(*, session_id: str, payload: JobEventPayload) -> None:
@@ -41,7 +42,7 @@ def job_event_record(*, session_id: str, payload: JobEventPayload) -> None:
 
 def session_is_live(*, owner: Any, session_id: str) -> bool:
     try:
-        session_get(owner=owner, session_id=session_id)
+        session_for(owner=owner, session_id=session_id)
     except SessionNotFound:
         return False
     return True

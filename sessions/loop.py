@@ -32,6 +32,12 @@ from sessions.conversation import Conversation
 from sessions.events import event_append
 from sessions.llm import Finish, ModelError, TextDelta, ToolUse, get_model_client
 from sessions.models import AgentSession, Event
+from sessions.payloads import (
+    AssistantMessagePayload,
+    EventPayload,
+    ToolCallPayload,
+    ToolResultPayload,
+)
 from sessions.runs import run_cancel, run_complete, run_fail, run_first_token, run_hand_back
 
 if TYPE_CHECKING:
@@ -135,7 +141,7 @@ class DeltaWriter:
         text, self.segment = self.segment, ""
         return text
 
-    async def append(self, kind: str, payload: dict[str, Any]) -> Event:
+    async def append(self, kind: str, payload: EventPayload) -> Event:
         event: Event = await self.runtime.db(
             event_append, session_id=self.session_id, kind=kind, payload=payload, run_id=self.run_id
         )
@@ -241,19 +247,21 @@ class Turn:
                 {"type": "tool_use", "id": call.id, "name": call.name, "input": call.input}
             )
             self.open_calls[call.id] = call
-            await self.writer.append(
-                Event.Kind.TOOL_CALL, {"id": call.id, "name": call.name, "input": call.input}
-            )
+            called: ToolCallPayload = {"id": call.id, "name": call.name, "input": call.input}
+            await self.writer.append(Event.Kind.TOOL_CALL, called)
         if content:
             conv.messages.append({"role": "assistant", "content": content})
         return calls
 
-    async def segment_close(self, **extra: Any) -> str:
+    async def segment_close(self, *, interrupted: bool = False) -> str:
         """Flush the deltas and write the segment's ``assistant_message``."""
         await self.writer.flush()
         text = self.writer.take_segment()
         if text:
-            await self.writer.append(Event.Kind.ASSISTANT_MESSAGE, {"text": text, **extra})
+            message: AssistantMessagePayload = {"text": text}
+            if interrupted:
+                message["interrupted"] = True
+            await self.writer.append(Event.Kind.ASSISTANT_MESSAGE, message)
         return text
 
     async def tools_run(self, calls: list[ToolUse]) -> list[dict[str, Any]]:
@@ -282,26 +290,27 @@ class Turn:
         except Exception as exc:  # tool_execute already catches; this is the last net
             output, is_error = {"error": {"code": "tool_error", "message": repr(exc)}}, True
         self.open_calls.pop(call.id, None)
-        await self.writer.append(
-            Event.Kind.TOOL_RESULT,
-            {"tool_call_id": call.id, "name": call.name, "output": output, "is_error": is_error},
-        )
+        result: ToolResultPayload = {
+            "tool_call_id": call.id,
+            "name": call.name,
+            "output": output,
+            "is_error": is_error,
+        }
+        await self.writer.append(Event.Kind.TOOL_RESULT, result)
         return output, is_error
 
     async def wrap_up(self, *, interrupted: bool) -> None:
         """Keep the text so far and close tool calls that never got a result."""
-        await self.segment_close(**({"interrupted": True} if interrupted else {}))
+        await self.segment_close(interrupted=interrupted)
         reason = "the turn was interrupted" if interrupted else "the turn failed"
         for call in list(self.open_calls.values()):
-            await self.writer.append(
-                Event.Kind.TOOL_RESULT,
-                {
-                    "tool_call_id": call.id,
-                    "name": call.name,
-                    "output": {
-                        "error": {"code": "not_run", "message": f"No result recorded: {reason}."}
-                    },
-                    "is_error": True,
+            unrun: ToolResultPayload = {
+                "tool_call_id": call.id,
+                "name": call.name,
+                "output": {
+                    "error": {"code": "not_run", "message": f"No result recorded: {reason}."}
                 },
-            )
+                "is_error": True,
+            }
+            await self.writer.append(Event.Kind.TOOL_RESULT, unrun)
         self.open_calls.clear()

@@ -27,14 +27,22 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
+import django_rq
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
+from rq.job import Job as RqJob
 
 from agentsite.core.queries import get_or_none
 from jobs.live import redis_connection
 from sessions.events import event_append
 from sessions.models import AgentSession, Event, Run
+from sessions.payloads import (
+    ErrorPayload,
+    RunFinishedPayload,
+    RunRequeuedPayload,
+    RunStartedPayload,
+)
 
 log = logging.getLogger(__name__)
 
@@ -48,6 +56,9 @@ RUN_REQUEUE_AFTER_S = 10.0
 HEARTBEAT_EVERY_S = 2.0
 
 ACTIVE = (Run.Status.QUEUED, Run.Status.RUNNING)
+# The RQ entry point of a turn (``sessions.tasks.run_turn``), named rather than
+# imported: the tasks sit above the runtime, which sits above this module.
+RUN_TURN = "sessions.tasks.run_turn"
 
 
 @dataclass(frozen=True)
@@ -65,13 +76,9 @@ def session_lock(session_id: str) -> AgentSession:
 
 def run_enqueue(run_id: str, *, at_front: bool = False) -> None:
     """Hand a run to the turn workers; the RQ job id is the run id."""
-    import django_rq
-
-    from sessions.tasks import run_turn
-
     # On this process's Redis client: django_rq's own would connect anew each time.
     django_rq.get_queue("turns", connection=redis_connection()).enqueue(
-        run_turn, run_id, job_id=run_id, result_ttl=300, failure_ttl=3600, at_front=at_front
+        RUN_TURN, run_id, job_id=run_id, result_ttl=300, failure_ttl=3600, at_front=at_front
     )
 
 
@@ -167,11 +174,9 @@ def run_start(*, run_id: str) -> Claim | None:
         run.batch_size = len(batch)
         run.start_seq = batch[0].seq - 1 if batch else 0
         Run.objects.filter(pk=run_id).update(batch_size=run.batch_size, start_seq=run.start_seq)
+        claimed: RunStartedPayload = {"run_id": run_id, "batch_size": len(batch)}
         event_append(
-            session_id=session_id,
-            kind=Event.Kind.RUN_STARTED,
-            payload={"run_id": run_id, "batch_size": len(batch)},
-            run_id=run_id,
+            session_id=session_id, kind=Event.Kind.RUN_STARTED, payload=claimed, run_id=run_id
         )
     return Claim(run=run, batch=batch)
 
@@ -220,11 +225,13 @@ def run_hand_back(*, run_id: str, reason: str) -> bool:
             .values_list("seq", flat=True)
             .first()
         )
+        requeued: RunRequeuedPayload = {
+            "run_id": run_id,
+            "reason": reason,
+            "superseded_after_seq": started_seq or 0,
+        }
         event_append(
-            session_id=session_id,
-            kind=Event.Kind.RUN_REQUEUED,
-            payload={"run_id": run_id, "reason": reason, "superseded_after_seq": started_seq or 0},
-            run_id=run_id,
+            session_id=session_id, kind=Event.Kind.RUN_REQUEUED, payload=requeued, run_id=run_id
         )
     return True
 
@@ -258,7 +265,7 @@ def _finish(
     status: str,
     sources: tuple[str, ...],
     usage: dict[str, Any] | None = None,
-    error: dict[str, str] | None = None,
+    error: ErrorPayload | None = None,
 ) -> bool:
     with transaction.atomic():
         session_id = get_or_none(Run.objects.filter(pk=run_id).values_list("session_id", flat=True))
@@ -274,7 +281,7 @@ def _finish(
             return False
         if error is not None:
             event_append(session_id=session_id, kind=Event.Kind.ERROR, payload=error, run_id=run_id)
-        finished: dict[str, Any] = {"run_id": run_id, "status": status}
+        finished: RunFinishedPayload = {"run_id": run_id, "status": status}
         if error is not None:
             finished["error"] = error
         event_append(
@@ -374,8 +381,6 @@ def runs_reap(*, now: Any = None) -> dict[str, int]:
 
 
 def _rq_knows(run_id: str) -> bool:
-    from rq.job import Job as RqJob
-
     try:
         job = RqJob.fetch(run_id, connection=redis_connection())
     except Exception:

@@ -1,24 +1,82 @@
-"""Session services: create, look up, post a message, delete."""
+"""Session services: who owns what, create, post a message, the chat's actions, delete.
+
+``session_for`` and ``run_for`` are the one ownership rule of each entity: every
+edge (REST, server-sent events, the websocket, the chat pages) looks a session
+or a run up through them, so a deleted session or someone else's run is not
+found the same way everywhere.
+"""
 
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import Any, TypedDict
 
+from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.db import transaction
 from django.utils import timezone
 
+from agentsite.core.errors import Conflict, NotFound
 from agentsite.core.ids import is_id
 from agentsite.core.queries import get_or_none
+from jobs.lifecycle import job_request_cancel
+from jobs.models import Job
+from jobs.services import job_get
 from sessions.inbox import inbox_append_locked
 from sessions.models import AgentSession, Event, Run
 from sessions.runs import run_request_cancel, session_lock
 
 log = logging.getLogger(__name__)
 
+Owner = AbstractBaseUser | AnonymousUser
 
-class SessionNotFound(Exception):
-    """No such session for this owner (someone else's sessions are not found either)."""
+
+class SessionNotFound(NotFound):
+    """No such session for this owner (someone else's and deleted ones are not found either)."""
+
+    def __init__(self) -> None:
+        super().__init__("No such session.")
+
+
+class RunNotFound(NotFound):
+    """No such run for this owner."""
+
+    def __init__(self) -> None:
+        super().__init__("No such run.")
+
+
+class Cancelled(TypedDict):
+    """What deleting a session stopped."""
+
+    runs: int
+    jobs: int
+
+
+# --- ownership -------------------------------------------------------------------------
+
+
+def session_for(*, owner: Owner, session_id: str) -> AgentSession:
+    """The owner's live session; SessionNotFound for anyone else's, a deleted or a bad id."""
+    if not is_id("ses", session_id):
+        raise SessionNotFound()
+    session = get_or_none(
+        AgentSession.objects.filter(pk=session_id, owner_id=owner.pk, deleted_at__isnull=True)
+    )
+    if session is None:
+        raise SessionNotFound()
+    return session
+
+
+def run_for(*, owner: Owner, run_id: str) -> Run:
+    """The owner's run; RunNotFound for anyone else's or a bad id."""
+    if not is_id("run", run_id):
+        raise RunNotFound()
+    run = get_or_none(Run.objects.filter(pk=run_id, owner_id=owner.pk))
+    if run is None:
+        raise RunNotFound()
+    return run
+
+
+# --- sessions ----------------------------------------------------------------------------
 
 
 def session_create(
@@ -29,40 +87,16 @@ def session_create(
     )
 
 
-def session_get(*, owner: Any, session_id: str) -> AgentSession:
-    """The owner's live session; raises SessionNotFound for anyone else's or a deleted one."""
-    if not is_id("ses", session_id):
-        raise SessionNotFound(f"No session {session_id!r}.")
-    session = get_or_none(
-        AgentSession.objects.filter(pk=session_id, owner_id=owner.pk, deleted_at__isnull=True)
-    )
-    if session is None:
-        raise SessionNotFound(f"No session {session_id!r}.")
-    return session
-
-
-def session_list(*, owner: Any) -> list[AgentSession]:
+def session_list(*, owner: Owner) -> list[AgentSession]:
     return list(AgentSession.objects.filter(owner_id=owner.pk, deleted_at__isnull=True))
 
 
-def message_post(*, session: AgentSession, text: str) -> tuple[Event, Run]:
-    """Append a pending user message; returns it and the run that will consume it.
-
-    Raises SessionNotFound for a deleted session, which takes no new turns.
-    """
-    with transaction.atomic():
-        locked = session_lock(session.pk)
-        if locked.deleted_at is not None:
-            raise SessionNotFound(f"No session {session.pk!r}.")
-        event, run = inbox_append_locked(
-            session=locked, kind=Event.Kind.USER_MESSAGE, payload={"text": text}
-        )
-        if run is None:  # cannot be: a live session with a pending event has a run
-            raise SessionNotFound(f"No session {session.pk!r}.")
-    return event, run
+def session_mark_seen(*, session_id: str, seq: int) -> None:
+    """The owner has looked at the log up to ``seq`` (for "new since your visit")."""
+    AgentSession.objects.filter(pk=session_id, seen_seq__lt=seq).update(seen_seq=seq)
 
 
-def session_delete(*, session: AgentSession) -> dict[str, int]:
+def session_delete(*, session: AgentSession) -> Cancelled:
     """Soft-delete a session, cancel its live runs and its unfinished jobs."""
     with transaction.atomic():
         AgentSession.objects.filter(pk=session.pk).update(deleted_at=timezone.now())
@@ -76,12 +110,47 @@ def session_delete(*, session: AgentSession) -> dict[str, int]:
 
 
 def _session_jobs_cancel(*, session_id: str) -> int:
-    from jobs.lifecycle import job_request_cancel
-    from jobs.models import Job
-
     live = Job.objects.filter(session_id=session_id).exclude(status__in=Job.TERMINAL)
     count = 0
     for job_id in live.values_list("id", flat=True):
         job_request_cancel(job_id=job_id)
         count += 1
     return count
+
+
+# --- what the chat asks for ----------------------------------------------------------------
+
+
+def message_post(*, session: AgentSession, text: str) -> tuple[Event, Run]:
+    """Append a pending user message; returns it and the run that will consume it.
+
+    Raises SessionNotFound for a deleted session, which takes no new turns.
+    """
+    with transaction.atomic():
+        locked = session_lock(session.pk)
+        if locked.deleted_at is not None:
+            raise SessionNotFound()
+        event, run = inbox_append_locked(
+            session=locked, kind=Event.Kind.USER_MESSAGE, payload={"text": text}
+        )
+        if run is None:  # cannot be: a live session with a pending event has a run
+            raise SessionNotFound()
+    return event, run
+
+
+def session_interrupt(*, session: AgentSession) -> tuple[str, str]:
+    """Stop the session's turn: the one being generated, else the one about to start.
+
+    Returns the run and the state it reached; Conflict when nothing is running.
+    """
+    active = Run.objects.filter(session=session, status__in=[Run.Status.RUNNING, Run.Status.QUEUED])
+    run = active.order_by("-status", "created_at").first()
+    if run is None:
+        raise Conflict("no_active_run", "Nothing is running in this session.")
+    return run.id, run_request_cancel(run_id=run.id)
+
+
+def job_stop(*, owner: Owner, job_id: str) -> str:
+    """Ask the owner's job to stop; returns the state reached (NotFound for anyone else's)."""
+    job = job_get(owner=owner, job_id=job_id)
+    return job_request_cancel(job_id=job.id)

@@ -1,7 +1,7 @@
 """Resumable session streams: replay from the log, then tail the live channel.
 
-Both transports — the websocket consumer and the server-sent-event views below —
-follow a session the same way:
+Both transports — the websocket consumer (``sessions.consumers``) and the
+server-sent-event views (``sessions.sse``) — follow a session the same way:
 
 1. join the session's channel-layer group, then wait until a marker sent to
    that group comes back, which proves the subscription is live in Redis;
@@ -12,42 +12,33 @@ follow a session the same way:
 Because every event is committed before it is published, anything the replay
 did not see is published after the marker and so reaches the live queue: the
 client gets each event exactly once and in order, however the two race.
+
+This is the core both edges share: it knows no HTTP.
 """
 
 from __future__ import annotations
 
 import asyncio
 import functools
-import json
 import logging
 import uuid
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import TypedDict, cast
 
-from asgiref.sync import sync_to_async
 from channels.db import database_sync_to_async
 from channels.layers import get_channel_layer
-from django.conf import settings
-from django.contrib.auth.models import AbstractBaseUser
-from django.db import connections
-from django.http import HttpRequest, StreamingHttpResponse
-from ninja import Router
 
-from agentsite.auth import request_user
-from agentsite.core.errors import NotFound
-from agentsite.core.ids import is_id
 from agentsite.core.queries import get_or_none
-from agentsite.http import errors
-from sessions.api import token_api_error
-from sessions.models import AgentSession, Event, Run
-from sessions.tokens import (
-    BadToken,
-    ForeignToken,
-    run_token,
-    run_token_seq,
-    session_token,
-    session_token_seq,
+from sessions.models import Event, Run
+from sessions.payloads import (
+    EventPayload,
+    LiveMessage,
+    SessionEventMessage,
+    StreamCheckMessage,
+    StreamSyncMessage,
 )
+from sessions.services import run_for, session_for
+from sessions.tokens import run_token, session_token
 
 log = logging.getLogger(__name__)
 
@@ -57,9 +48,24 @@ REPLAY_PAGE = 200
 LIVE_QUEUE_MAX = 1000
 BARRIER_TIMEOUT_S = 2.0
 SYNC_TYPE = "stream.sync"
-CHECK_TYPE = "stream.check"
 
-Frame = dict[str, Any]
+
+class Frame(TypedDict):
+    """What a follower is sent for one event: the websocket's frame, an SSE event's data."""
+
+    seq: int
+    kind: str
+    payload: EventPayload
+    token: str
+
+
+class EventRow(TypedDict):
+    """An event as the replay reads it from the log."""
+
+    seq: int
+    kind: str
+    payload: EventPayload
+    run_id: str | None
 
 
 # --- log access ------------------------------------------------------------------------
@@ -69,20 +75,9 @@ Frame = dict[str, Any]
 log_read = functools.partial(database_sync_to_async, thread_sensitive=False)
 
 
-@log_read
-def owned_session(user: AbstractBaseUser, session_id: str) -> AgentSession | None:
-    if not is_id("ses", session_id):
-        return None
-    return get_or_none(
-        AgentSession.objects.filter(pk=session_id, owner_id=user.pk, deleted_at__isnull=True)
-    )
-
-
-@log_read
-def owned_run(user: AbstractBaseUser, run_id: str) -> Run | None:
-    if not is_id("run", run_id):
-        return None
-    return get_or_none(Run.objects.filter(pk=run_id, owner_id=user.pk))
+# The ownership rules (``sessions.services``), read the same way: not found is NotFound.
+session_read = log_read(session_for)
+run_read = log_read(run_for)
 
 
 @log_read
@@ -94,14 +89,14 @@ def run_is_finished(run_id: str) -> bool:
 @log_read
 def events_after(
     *, session_id: str, after: int, upto: int | None, run_id: str | None, limit: int
-) -> list[dict[str, Any]]:
+) -> list[EventRow]:
     rows = Event.objects.filter(session_id=session_id, seq__gt=after)
     if upto is not None:
         rows = rows.filter(seq__lte=upto)
     if run_id is not None:
         rows = rows.filter(run_id=run_id)
     fields = ("seq", "kind", "payload", "run_id")
-    return list(rows.order_by("seq").values(*fields)[:limit])
+    return cast(list[EventRow], list(rows.order_by("seq").values(*fields)[:limit]))
 
 
 # --- following a log ---------------------------------------------------------------------
@@ -131,7 +126,7 @@ class LogTail:
         self.cursor = after
         self.run_id = run_id
 
-    def frame(self, event: dict[str, Any]) -> Frame:
+    def frame(self, event: EventRow | SessionEventMessage) -> Frame:
         seq = int(event["seq"])
         if self.run_id is None:
             token = frame_token("s", self.session_id, self.owner_id, seq)
@@ -157,7 +152,7 @@ class LogTail:
                     self.cursor = max(self.cursor, upto)
                 return
 
-    async def admit(self, message: dict[str, Any]) -> AsyncIterator[Frame]:
+    async def admit(self, message: SessionEventMessage) -> AsyncIterator[Frame]:
         """Frames for one live notification: none if already delivered, the gap first if any."""
         seq = int(message["seq"])
         if seq <= self.cursor:
@@ -171,8 +166,11 @@ class LogTail:
             yield self.frame(message)
 
 
-def sync_message(nonce: str) -> dict[str, Any]:
-    return {"type": SYNC_TYPE, "nonce": nonce}
+def sync_message(nonce: str) -> StreamSyncMessage:
+    return {"type": "stream.sync", "nonce": nonce}
+
+
+CHECK_MESSAGE: StreamCheckMessage = {"type": "stream.check"}
 
 
 # Followers of a group in one process share one Redis subscription (per event
@@ -215,7 +213,7 @@ def follower_leave(group: str) -> None:
 
 async def follow(
     tail: LogTail,
-    live: asyncio.Queue[dict[str, Any]],
+    live: asyncio.Queue[LiveMessage],
     group: str,
     nonce: str | None,
     idle_s: float,
@@ -226,7 +224,7 @@ async def follow(
     traffic (a heartbeat); an idle follower re-reads the log, so a notification
     lost by Redis costs latency, never data.
     """
-    early: list[dict[str, Any]] = []
+    early: list[LiveMessage] = []
     try:
         async with asyncio.timeout(BARRIER_TIMEOUT_S):
             while nonce is not None and (arrived := await live.get()) != sync_message(nonce):
@@ -239,74 +237,28 @@ async def follow(
     yield None  # caught up
     pending = iter(early)
     while True:
-        message: dict[str, Any] | None = next(pending, None)
+        message = next(pending, None) or await live_next(live, idle_s)
         if message is None:
-            try:
-                message = await asyncio.wait_for(live.get(), idle_s)
-            except TimeoutError:
-                yield None
-                message = {"type": CHECK_TYPE}
-        if message.get("type") == CHECK_TYPE:
+            yield None
+            message = CHECK_MESSAGE
+        if message["type"] == "stream.check":
             async for frame in tail.replay():
                 yield frame
-        elif message.get("type") == "session.event":
+        elif message["type"] == "session.event":
             async for frame in tail.admit(message):
                 yield frame
 
 
+async def live_next(live: asyncio.Queue[LiveMessage], idle_s: float) -> LiveMessage | None:
+    """The next live message, or None after ``idle_s`` without one."""
+    try:
+        return await asyncio.wait_for(live.get(), idle_s)
+    except TimeoutError:
+        return None
+
+
 def new_nonce() -> str:
     return uuid.uuid4().hex
-
-
-# --- server-sent events ---------------------------------------------------------------------
-
-router = Router(tags=["streams"])
-
-# One frame, the JSON in each event's ``data:`` line.
-FRAME_SCHEMA = {
-    "type": "object",
-    "required": ["seq", "kind", "payload", "token"],
-    "properties": {
-        "seq": {"type": "integer", "minimum": 1, "description": "The event's place in the log."},
-        "kind": {"type": "string", "enum": [kind.value for kind in Event.Kind]},
-        "payload": {"type": "object", "description": "What the event says; depends on kind."},
-        "token": {"type": "string", "description": "Continuation token (as in `id:`)."},
-    },
-}
-# One server-sent event as an EventSource sees it (a comment line is no event).
-# In OpenAPI 3.1 the schema of a text/event-stream describes each of its events.
-SSE_EVENT_SCHEMA = {
-    "type": "object",
-    "required": ["id", "data"],
-    "properties": {
-        "id": {"type": "string", "description": "Continuation token: resume after this event."},
-        "event": {"const": "message", "description": "Always the default type."},
-        "retry": {"type": "integer", "description": "Reconnection delay in ms (first event)."},
-        "data": {
-            "type": "string",
-            "contentMediaType": "application/json",
-            "contentSchema": FRAME_SCHEMA,
-        },
-    },
-}
-SSE_OPENAPI = {
-    "responses": {
-        200: {
-            "description": "A text/event-stream. Each event's `id:` is its continuation token "
-            "and its `data:` one JSON frame; a comment line (`: heartbeat`) comes every 15 s "
-            "without traffic, and `retry:` once at the start.",
-            "content": {"text/event-stream": {"schema": SSE_EVENT_SCHEMA}},
-        }
-    }
-}
-
-
-def heartbeat_s() -> float:
-    return float(getattr(settings, "AGENTSITE_SSE_HEARTBEAT_S", 15.0))
-
-
-def sse_event(frame: Frame) -> str:
-    return f"id: {frame['token']}\ndata: {json.dumps(frame, separators=(',', ':'))}\n\n"
 
 
 class LayerFollower:
@@ -319,7 +271,7 @@ class LayerFollower:
     def __init__(self, group: str) -> None:
         self.group = group
         self.layer = get_channel_layer()
-        self.queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue(maxsize=LIVE_QUEUE_MAX)
+        self.queue: asyncio.Queue[LiveMessage] = asyncio.Queue(maxsize=LIVE_QUEUE_MAX)
         self.overflowed = False
         self.nonce: str | None = None
 
@@ -348,101 +300,3 @@ class LayerFollower:
         self.reader.cancel()
         follower_leave(self.group)
         await self.layer.group_discard(self.group, self.channel)
-
-
-async def sse_body(
-    tail: LogTail, group: str, *, until_run_ends: bool = False
-) -> AsyncIterator[str]:
-    """The event stream: frames as SSE events, comments as heartbeats."""
-    yield f"retry: 2000\n: following {tail.session_id} after seq {tail.cursor}\n\n"
-    async with LayerFollower(group) as live:
-        async for frame in follow(tail, live.queue, group, live.nonce, heartbeat_s()):
-            if live.overflowed:
-                return  # too slow: the client reconnects with Last-Event-ID
-            if frame is None:
-                if until_run_ends and tail.run_id and await run_is_finished(tail.run_id):
-                    return
-                yield ": heartbeat\n\n"
-                continue
-            yield sse_event(frame)
-            if until_run_ends and frame["kind"] == Event.Kind.RUN_FINISHED:
-                return
-
-
-async def release_request_connection() -> None:
-    """Give back the database connection this request's authentication opened.
-
-    Django closes it when the response ends, which for a stream is minutes or
-    hours later: a few hundred followers would hold a few hundred connections
-    (PostgreSQL refuses new clients past ``max_connections``; the web process's
-    pool would run dry). A stream reads the log through ``log_read``, whose
-    calls take and return a connection each. Called first thing, so that a
-    request never holds one connection while it waits for another: with a
-    bounded pool, that is a deadlock once enough streams open at once.
-    """
-    await sync_to_async(connections.close_all)()
-
-
-def sse_response(body: AsyncIterator[str]) -> StreamingHttpResponse:
-    response = StreamingHttpResponse(body, content_type="text/event-stream")
-    response["Cache-Control"] = "no-cache"
-    response["X-Accel-Buffering"] = "no"  # proxies must not hold events back
-    return response
-
-
-def resume_token(request: HttpRequest, query_token: str) -> str:
-    """``Last-Event-ID`` (sent by a reconnecting EventSource) wins over the query string."""
-    return request.headers.get("Last-Event-ID", "").strip() or query_token
-
-
-@router.get(
-    "/sessions/{session_id}/stream",
-    response=errors(400, 404),
-    summary="Follow a session's events (server-sent events)",
-    openapi_extra=SSE_OPENAPI,
-    description="Replays every event after `after` (or `Last-Event-ID`), then streams live "
-    "events; a comment line every 15 s keeps the connection open. Each `id:` is a "
-    "continuation token: reconnect with it and nothing is lost or repeated.",
-)
-async def session_stream(
-    request: HttpRequest, session_id: str, after: str = ""
-) -> StreamingHttpResponse:
-    await release_request_connection()
-    user = request_user(request)
-    session = await owned_session(user, session_id)
-    if session is None:
-        raise NotFound(f"No session {session_id!r}.")
-    token = resume_token(request, after)
-    try:
-        seq = session_token_seq(token, session_id=session.id, owner_id=user.pk)
-    except (BadToken, ForeignToken) as exc:
-        raise token_api_error(exc) from exc
-    tail = LogTail(session_id=session.id, owner_id=user.pk, after=seq)
-    return sse_response(sse_body(tail, session.group_name))
-
-
-@router.get(
-    "/runs/{run_id}/stream",
-    response=errors(400, 404),
-    summary="Follow one run's events until it ends (server-sent events)",
-    openapi_extra=SSE_OPENAPI,
-    description="The events one background run produces, from its start or after "
-    "`continuation_token` (or `Last-Event-ID`); the stream ends when the run ends. "
-    "Feed the last `id:` back as `continuation_token` to resume.",
-)
-async def run_stream(
-    request: HttpRequest, run_id: str, continuation_token: str = ""
-) -> StreamingHttpResponse:
-    await release_request_connection()
-    user = request_user(request)
-    run = await owned_run(user, run_id)
-    if run is None:
-        raise NotFound(f"No run {run_id!r}.")
-    token = resume_token(request, continuation_token)
-    try:
-        seq = run_token_seq(token, run_id=run.id, owner_id=user.pk)
-    except (BadToken, ForeignToken) as exc:
-        raise token_api_error(exc) from exc
-    tail = LogTail(session_id=run.session_id, owner_id=user.pk, after=seq or 0, run_id=run.id)
-    group = f"{AgentSession.group_prefix()}{run.session_id}"
-    return sse_response(sse_body(tail, group, until_run_ends=True))

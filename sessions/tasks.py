@@ -5,19 +5,17 @@ from __future__ import annotations
 from typing import Any
 
 from agentsite.core.periodic import PeriodicTask
+from sessions.runs import runs_reap
+from sessions.runtime import run_execute
 
 
 def run_turn(run_id: str) -> str:
-    """Run one model turn (queue ``turns``; the RQ job id is the run id)."""
-    from sessions.runtime import run_execute
-
+    """Run one model turn (queue ``turns``; the RQ job id is the run id; ``runs.RUN_TURN``)."""
     return run_execute(run_id=run_id)
 
 
 def reap_runs() -> dict[str, Any]:
     """Fail runs whose worker was lost; re-enqueue queued runs RQ forgot."""
-    from sessions.runs import runs_reap
-
     return runs_reap()
 
 

@@ -10,15 +10,23 @@ from __future__ import annotations
 
 from django.core import signing
 
+from agentsite.core.errors import BadRequest, NotFound
+
 _SALT = "agentsite.continuation"
 
 
-class BadToken(Exception):
+class BadToken(BadRequest):
     """The token is not one agentsite issued (tampered, truncated, garbage)."""
 
+    def __init__(self, message: str) -> None:
+        super().__init__("bad_token", message)
 
-class ForeignToken(Exception):
-    """A genuine token, but for another session, run or user."""
+
+class ForeignToken(NotFound):
+    """A genuine token, but for another session, run or user: not found, as their things are."""
+
+    def __init__(self) -> None:
+        super().__init__("No such continuation token for this resource.")
 
 
 def session_token(*, session_id: str, owner_id: int, seq: int) -> str:
@@ -45,7 +53,7 @@ def session_token_seq(token: str | None, *, session_id: str, owner_id: int) -> i
         return 0
     kind, bound_id, bound_owner, seq = _load(token)
     if kind != "s" or bound_id != session_id or bound_owner != owner_id:
-        raise ForeignToken("continuation token belongs to another session")
+        raise ForeignToken()
     assert isinstance(seq, int)
     return seq
 
@@ -56,6 +64,6 @@ def run_token_seq(token: str | None, *, run_id: str, owner_id: int) -> int | Non
         return None
     kind, bound_id, bound_owner, seq = _load(token)
     if kind != "r" or bound_id != run_id or bound_owner != owner_id:
-        raise ForeignToken("continuation token belongs to another run")
+        raise ForeignToken()
     assert isinstance(seq, int)
     return seq

@@ -19,7 +19,7 @@ from django.views.decorators.http import require_POST
 from jobs.documents import FINAL_JOB_EVENTS
 from jobs.models import Job
 from sessions.models import AgentSession, Event
-from sessions.services import session_create
+from sessions.services import SessionNotFound, session_create, session_for
 
 
 @dataclass
@@ -57,12 +57,10 @@ def session_rows(owner: Any) -> list[SessionRow]:
 
 
 def owned_session_or_404(request: HttpRequest, session_id: str) -> AgentSession:
-    session = AgentSession.objects.filter(
-        pk=session_id, owner_id=request.user.pk, deleted_at__isnull=True
-    ).first()
-    if session is None:
-        raise Http404("No such session.")
-    return session
+    try:
+        return session_for(owner=request.user, session_id=session_id)
+    except SessionNotFound as exc:
+        raise Http404(exc.message) from exc
 
 
 @login_required

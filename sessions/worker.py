@@ -37,12 +37,11 @@ from rq.worker import SimpleWorker
 
 from jobs.worker import REDIS_DOWN, RidesOutRedis
 from sessions.loop import HANDED_BACK
-from sessions.runs import run_enqueue
+from sessions.runs import RUN_TURN, run_enqueue
 from sessions.runtime import TurnRuntime, TurnThread
 
 log = logging.getLogger(__name__)
 
-RUN_TURN = "sessions.tasks.run_turn"
 # How often the RQ-side heartbeats of in-flight jobs are renewed.
 RQ_BEAT_S = 30.0
 

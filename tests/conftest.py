@@ -24,7 +24,13 @@ from agentsite.models import ApiToken
 from sessions.worker import TURN_WORKER_ARGS
 
 BASE_DIR = Path(__file__).resolve().parent.parent
-ARTIFACTS = BASE_DIR / "test-artifacts" / os.environ.get("AGENTSITE_TEST_DB", "test")
+# Per test database, and per pytest-xdist worker ("gw0", ...) when there are several.
+ARTIFACTS = (
+    BASE_DIR
+    / "test-artifacts"
+    / os.environ.get("AGENTSITE_TEST_DB", "test")
+    / os.environ.get("PYTEST_XDIST_WORKER", "")
+)
 
 
 # --- flushing between transactional tests ------------------------------------------
@@ -207,6 +213,11 @@ class Processes:
         return self.names[name]
 
     def stop_all(self) -> None:
+        # Ask them all first, so that their shutdowns (a worker finishing its job,
+        # RQ's deregistration) overlap rather than add up.
+        for proc in self.procs:
+            if proc.poll() is None:
+                proc.terminate()
         for proc in self.procs:
             self.stop(proc)
 

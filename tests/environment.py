@@ -4,6 +4,13 @@ The suite always uses a real Redis: ``REDIS_URL`` when set; else a Redis
 answering on 127.0.0.1:6379, on database 15 (``AGENTSITE_TEST_REDIS_DB``),
 which the suite may flush; else
 an embedded redis-server started for the run.
+
+Under pytest-xdist (``make test`` runs two workers) each worker is a run of its
+own: RQ's queue names carry no prefix, so each worker gets a Redis database of
+its own. Worker ``gwN`` uses database ``AGENTSITE_TEST_REDIS_DB - N`` of the
+local Redis (15, 14, ...), or database ``D + N`` of an explicit ``REDIS_URL``
+ending in ``/D``, or an embedded Redis of its own. Its test database gets a
+``_gwN`` suffix from pytest-django, its logs go to ``test-artifacts/<db>/gwN/``.
 """
 
 from __future__ import annotations
@@ -12,18 +19,55 @@ import atexit
 import os
 import tempfile
 from pathlib import Path
+from urllib.parse import parse_qsl, urlencode, urlparse
 
 from agentsite.core.embedded_redis import redis_answers, start_embedded_redis
 
-LOCAL_REDIS_URL = f"redis://127.0.0.1:6379/{os.environ.get('AGENTSITE_TEST_REDIS_DB', '15')}"
+# "gw0", "gw1", ... in a pytest-xdist worker (set before plugins load); "" otherwise.
+XDIST_WORKER = os.environ.get("PYTEST_XDIST_WORKER", "")
+XDIST_INDEX = int(XDIST_WORKER[2:]) if XDIST_WORKER.startswith("gw") else 0
+
+
+def local_redis_url() -> str:
+    base = int(os.environ.get("AGENTSITE_TEST_REDIS_DB", "15"))
+    if base - XDIST_INDEX < 0:
+        raise RuntimeError(
+            f"xdist worker {XDIST_WORKER} would use Redis database {base - XDIST_INDEX}: "
+            f"raise AGENTSITE_TEST_REDIS_DB ({base}) or run fewer workers"
+        )
+    return f"redis://127.0.0.1:6379/{base - XDIST_INDEX}"
+
+
+def with_database_offset(url: str, offset: int) -> str:
+    """``url`` with its Redis database number raised by ``offset``."""
+    if offset == 0:
+        return url
+    parts = urlparse(url)
+    query = dict(parse_qsl(parts.query))
+    if "db" in query:
+        query["db"] = str(int(query["db"]) + offset)
+        return parts._replace(query=urlencode(query)).geturl()
+    if parts.scheme == "unix":
+        query["db"] = str(offset)
+        return parts._replace(query=urlencode(query)).geturl()
+    db = int(parts.path.strip("/") or 0)
+    return parts._replace(path=f"/{db + offset}").geturl()
+
+
+# The REDIS_URL the person gave; not one that the xdist controller, which loads this
+# plugin too, chose for itself and left in the environment its workers inherit.
+GIVEN_REDIS_URL = os.environ.setdefault(
+    "AGENTSITE_TEST_GIVEN_REDIS_URL", os.environ.get("REDIS_URL", "")
+)
 
 
 def choose_redis() -> tuple[str, bool]:
     """The Redis URL for the run, and whether the suite owns it (may flush it)."""
-    if os.environ.get("REDIS_URL"):
-        return os.environ["REDIS_URL"], False
-    if redis_answers(LOCAL_REDIS_URL):
-        return LOCAL_REDIS_URL, True
+    if GIVEN_REDIS_URL:
+        return with_database_offset(GIVEN_REDIS_URL, XDIST_INDEX), False
+    local = local_redis_url()
+    if redis_answers(local):
+        return local, True
     process, url = start_embedded_redis(Path(tempfile.mkdtemp(prefix="agentsite-redis-")))
     atexit.register(process.terminate)
     return url, True

@@ -4,10 +4,13 @@
 they arrive, then one ``Finish`` with the stop reason and the usage. Messages
 and tools use the Anthropic Messages shapes (roles ``user``/``assistant``,
 content blocks ``text``, ``tool_use``, ``tool_result``), which every client
-here understands.
+here understands, plus agentsite's ``job_event`` block (``sessions.llm.blocks``):
+a client that calls a model API sends it as its text.
 """
 
 from __future__ import annotations
+
+from django.conf import settings
 
 from sessions.llm.base import (
     Finish,
@@ -17,6 +20,9 @@ from sessions.llm.base import (
     TextDelta,
     ToolUse,
 )
+from sessions.llm.names import ANTHROPIC, MODEL_NAMES_TEXT, OFFLINE, SCRIPTED, is_anthropic
+from sessions.llm.offline import OfflineModel
+from sessions.llm.scripted import ScriptedModel
 
 __all__ = [
     "Finish",
@@ -35,19 +41,14 @@ def get_model_client(name: str = "", *, session_id: str | None = None) -> ModelC
     An empty name means ``settings.AGENTSITE_MODEL``. ``session_id`` lets the
     scripted model find the responses a test stored for that session.
     """
-    from django.conf import settings
-
-    name = name or settings.AGENTSITE_MODEL or "offline"
-    if name == "offline":
-        from sessions.llm.offline import OfflineModel
-
+    name = name or settings.AGENTSITE_MODEL or OFFLINE
+    if name == OFFLINE:
         return OfflineModel()
-    if name == "scripted":
-        from sessions.llm.scripted import ScriptedModel
-
+    if name == SCRIPTED:
         return ScriptedModel(key=session_id or "default")
-    if name.startswith("claude") or name == "anthropic":
+    if is_anthropic(name):
+        # Lazy: only a process that talks to Anthropic pays for importing its SDK.
         from sessions.llm.claude import AnthropicModel
 
-        return AnthropicModel(model=name if name != "anthropic" else "")
-    raise ValueError(f"unknown model {name!r}: use offline, scripted or a claude-* model name")
+        return AnthropicModel(model="" if name == ANTHROPIC else name)
+    raise ValueError(f"unknown model {name!r}: use {MODEL_NAMES_TEXT}")

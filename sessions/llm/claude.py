@@ -15,6 +15,8 @@ import anthropic
 from django.conf import settings
 
 from sessions.llm.base import Finish, ModelError, StreamItem, TextDelta, ToolUse
+from sessions.llm.blocks import wire_messages
+from sessions.llm.names import CLAUDE_PREFIX
 
 DEFAULT_MODEL = "claude-sonnet-4-5"
 MAX_TOKENS = 4096
@@ -27,7 +29,7 @@ _CLIENTS: weakref.WeakKeyDictionary[
 class AnthropicModel:
     def __init__(self, *, model: str = "") -> None:
         configured = settings.AGENTSITE_MODEL
-        self.name = model or (configured if configured.startswith("claude") else DEFAULT_MODEL)
+        self.name = model or (configured if configured.startswith(CLAUDE_PREFIX) else DEFAULT_MODEL)
 
     def _client(self) -> anthropic.AsyncAnthropic:
         """One client per event loop and endpoint, shared by every turn on that loop.
@@ -53,7 +55,7 @@ class AnthropicModel:
         params: dict[str, Any] = {
             "model": self.name,
             "max_tokens": MAX_TOKENS,
-            "messages": messages,
+            "messages": wire_messages(messages),
         }
         if system:
             params["system"] = system

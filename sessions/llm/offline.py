@@ -1,10 +1,11 @@
 """The offline model: deterministic, no network, and it really drives the tools.
 
-It reads the latest batch (user messages and ``[event]`` blocks) and plans
-tool calls from a few phrases (documented in the README, "The offline
-model"); after tool results come back it explains them in a sentence or two.
-It keeps track of the jobs in the conversation by reading its own history, so
-"status" and "stop" know which jobs are running.
+It reads the latest batch (user messages and job events) and plans tool calls
+from a few phrases (documented in the README, "The offline model"); after tool
+results come back it explains them in a sentence or two. It keeps track of the
+jobs in the conversation by reading its own history, so "status" and "stop"
+know which jobs are running. Job events it reads from the payloads their
+``job_event`` blocks carry (``sessions.llm.blocks``), not from their text.
 
 Latency can be simulated for benchmarks: a call costs
 ``call_s + input_tokens * input_token_s`` before the first token and
@@ -23,13 +24,11 @@ from typing import Any
 from django.conf import settings
 
 from sessions.llm.base import Finish, StreamItem, TextDelta, ToolUse, approx_tokens
+from sessions.llm.blocks import JOB_EVENT_BLOCK, job_event_of, wire_messages
+from sessions.llm.names import OFFLINE
+from sessions.payloads import JobEventPayload
 
 JOB_ID = re.compile(r"\bjob_[a-z0-9]+\b")
-EVENT_LINE = re.compile(
-    r"\[event\] (?P<event>job_\w+) job_id=(?P<job_id>job_[a-z0-9]+) tool=(?P<tool>\S+)"
-    r" status=(?P<status>\w+)"
-)
-TERMINAL_EVENTS = {"job_completed", "job_failed", "job_cancelled", "job_timed_out"}
 
 STOP = re.compile(r"\b(stop|cancel|abort|kill)\b")
 STATUS = re.compile(
@@ -76,13 +75,15 @@ class Plan:
 
 
 class OfflineModel:
-    name = "offline"
+    name = OFFLINE
 
     async def stream(
         self, *, system: str, messages: list[dict[str, Any]], tools: list[dict[str, Any]]
     ) -> AsyncIterator[StreamItem]:
         call_s, input_token_s, output_token_s = settings.AGENTSITE_OFFLINE_LATENCY
-        input_tokens = approx_tokens(system) + approx_tokens(messages) + approx_tokens(tools)
+        # Priced as a real model would read it: job events as their text.
+        wired = wire_messages(messages)
+        input_tokens = approx_tokens(system) + approx_tokens(wired) + approx_tokens(tools)
         plan = plan_reply(messages, tools)
         text = " ".join(plan.text)
         delay = call_s + input_tokens * input_token_s
@@ -115,20 +116,18 @@ def plan_reply(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> P
     last = messages[-1] if messages else {"role": "user", "content": ""}
     blocks = content_blocks(last)
     results = [b for b in blocks if b.get("type") == "tool_result"]
-    fresh = [b for b in blocks if b.get("type") == "text"]
+    fresh = [b for b in blocks if b.get("type") in ("text", JOB_EVENT_BLOCK)]
     # Results alone are a follow-up call; results closed before new input are history.
     if results and not fresh:
         return explain_results(results, tool_uses(messages), jobs)
     plan = Plan()
     tool_names = {t["name"] for t in tools}
     for block in blocks:
-        if block.get("type") != "text":
-            continue
-        text = str(block.get("text", ""))
-        if text.startswith("[event]"):
-            plan.text.append(report_event(text))
-        else:
-            respond_to_user(text, plan, jobs, tools, tool_names)
+        event = job_event_of(block)
+        if event is not None:
+            plan.text.append(report_event(event))
+        elif block.get("type") == "text":
+            respond_to_user(str(block.get("text", "")), plan, jobs, tools, tool_names)
     if not plan.text and not plan.calls:
         plan.text.append(HELP)
     return plan
@@ -172,12 +171,10 @@ def remember_jobs(messages: list[dict[str, Any]]) -> dict[str, JobMemory]:
                     if isinstance(data, dict) and data.get("job_id"):
                         job_id = str(data["job_id"])
                         jobs.setdefault(job_id, JobMemory(job_id, name.removeprefix("start_")))
-            elif block.get("type") == "text":
-                for match in EVENT_LINE.finditer(str(block.get("text", ""))):
-                    memory = jobs.setdefault(
-                        match["job_id"], JobMemory(match["job_id"], match["tool"])
-                    )
-                    memory.status = match["status"]
+            elif (event := job_event_of(block)) is not None and event.get("job_id"):
+                job_id = str(event["job_id"])
+                memory = jobs.setdefault(job_id, JobMemory(job_id, str(event.get("tool"))))
+                memory.status = str(event.get("status"))
     return jobs
 
 
@@ -188,28 +185,30 @@ def loads(text: str) -> Any:
         return None
 
 
-def report_event(text: str) -> str:
-    match = EVENT_LINE.search(text)
-    if match is None:
+def report_event(payload: JobEventPayload) -> str:
+    """A sentence about a job event: its summary, or the first line of its error."""
+    event, job_id, tool = (str(payload.get(key) or "") for key in ("event", "job_id", "tool"))
+    if not event.startswith("job_") or not job_id or not tool:
         return "Something happened that I do not recognise."
-    summary = ""
-    error = ""
-    for line in text.splitlines()[1:]:
-        if line.startswith("summary: "):
-            summary = line.removeprefix("summary: ").strip()
-        elif line.startswith("error: "):
-            error = line.removeprefix("error: ").strip()
-    tool, job_id, event = match["tool"], match["job_id"], match["event"]
+    summary = first_line(str(payload.get("summary") or "").replace("\n", " "))
+    error = payload.get("error") or None
+    reason = ""
+    if isinstance(error, dict) and error.get("message"):
+        reason = first_line(f"{error.get('code')}: {error.get('message')}")
     if event == "job_completed":
         phrase = REPORT_PHRASES.get(tool, f"{tool} finished: {{summary}}.")
         return phrase.format(summary=summary.rstrip(".") or "done")
     if event == "job_failed":
-        return f"The {tool} job {job_id} failed: {(error or summary or 'no reason given')}."
+        return f"The {tool} job {job_id} failed: {(reason or summary or 'no reason given')}."
     if event == "job_cancelled":
         return f"The {tool} job {job_id} was cancelled."
     if event == "job_timed_out":
         return f"The {tool} job {job_id} ran out of time and was stopped."
     return f"{tool} job {job_id}: {event.removeprefix('job_')}."
+
+
+def first_line(text: str) -> str:
+    return next(iter(text.strip().splitlines()), "").strip()
 
 
 def respond_to_user(

@@ -25,6 +25,8 @@ import redis.asyncio
 from django.conf import settings
 
 from sessions.llm.base import Finish, ModelError, StreamItem, TextDelta, ToolUse, approx_tokens
+from sessions.llm.blocks import wire_messages
+from sessions.llm.names import SCRIPTED
 
 NO_MORE = "(the scripted model has no response left)"
 GATE_TIMEOUT_S = 60.0
@@ -55,7 +57,7 @@ def scripted_open(key: str, gate: str) -> None:
 
 
 class ScriptedModel:
-    name = "scripted"
+    name = SCRIPTED
 
     def __init__(self, *, key: str) -> None:
         self.key = key
@@ -63,6 +65,7 @@ class ScriptedModel:
     async def stream(
         self, *, system: str, messages: list[dict[str, Any]], tools: list[dict[str, Any]]
     ) -> AsyncIterator[StreamItem]:
+        messages = wire_messages(messages)  # what a real model would be sent
         request = {"system": system, "messages": messages, "tools": tools}
         conn = redis.asyncio.Redis.from_url(settings.REDIS_URL)
         try:

@@ -21,7 +21,7 @@ http = sorted(
     name for name in sys.modules
     if name.split(".")[0] in ("ninja", "daphne")
     or name in ("agentsite.api", "agentsite.auth", "agentsite.http", "agentsite.urls")
-    or name.startswith(("jobs.api", "sessions.api", "jobs.mcp", "sessions.streams_http"))
+    or name.startswith(("jobs.api", "sessions.api", "jobs.mcp", "sessions.sse"))
     or name in ("sessions.consumers", "sessions.views", "jobs.views", "responses.api")
 )
 print(json.dumps(http))

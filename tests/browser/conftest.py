@@ -154,3 +154,9 @@ def page(request: pytest.FixtureRequest, browser: Any, site: str, user: Any) -> 
                 path=str(ARTIFACTS / f"{request.node.name}-{i}.png"), full_page=True
             )
     context.close()
+
+
+def pytest_itemcollected(item: pytest.Item) -> None:
+    """Under ``--dist loadgroup`` one xdist worker runs every browser test, so that only
+    one starts the browser's daphne and slowed workers."""
+    item.add_marker(pytest.mark.xdist_group("browser"))

@@ -6,17 +6,19 @@ from typing import Any
 
 import pytest
 
-from sessions.conversation import conversation_build, job_event_text
+from sessions.conversation import conversation_build
 from sessions.events import event_append
 from sessions.inbox import inbox_append
+from sessions.llm.blocks import job_event_block, job_event_text, wire_messages
 from sessions.models import Event, Run
+from sessions.payloads import JobEventPayload
 from sessions.runs import run_complete, run_fail, run_start
 from sessions.services import message_post
 from tests.sessions.factories import make_session
 
 pytestmark = pytest.mark.django_db
 
-DONE = {
+DONE: JobEventPayload = {
     "event": "job_completed",
     "job_id": "job_t1",
     "tool": "run_tests",
@@ -34,7 +36,7 @@ def test_a_completion_is_a_short_block_never_the_payload() -> None:
         "summary: 412 passed, 3 failed (auth/session.py)\n"
         "details: get_job_result(job_t1)"
     )
-    failed = {
+    failed: JobEventPayload = {
         **DONE,
         "event": "job_failed",
         "status": "failed",
@@ -73,14 +75,14 @@ def test_history_is_rebuilt_run_by_run_and_seen_jobs_shrink(user: Any) -> None:
     session = make_session(user)
     message_post(session=session, text="run the tests")
     finish_turn(session, "Started.")
-    inbox_append(session_id=session.id, kind="job_event", payload=DONE)
+    inbox_append(session_id=session.id, kind="job_event", payload=dict(DONE))
     finish_turn(session, "The tests finished.")
     message_post(session=session, text="thanks")
     conv = build(session)
     assert conv.messages == [
         {"role": "user", "content": [{"type": "text", "text": "run the tests"}]},
         {"role": "assistant", "content": [{"type": "text", "text": "Started."}]},
-        {"role": "user", "content": [{"type": "text", "text": job_event_text(DONE, compact=True)}]},
+        {"role": "user", "content": [job_event_block(DONE, compact=True)]},
         {"role": "assistant", "content": [{"type": "text", "text": "The tests finished."}]},
         {"role": "user", "content": [{"type": "text", "text": "thanks"}]},
     ]
@@ -88,11 +90,14 @@ def test_history_is_rebuilt_run_by_run_and_seen_jobs_shrink(user: Any) -> None:
 
 def test_a_job_event_the_model_never_reacted_to_stays_in_full(user: Any) -> None:
     session = make_session(user)
-    inbox_append(session_id=session.id, kind="job_event", payload=DONE)
+    inbox_append(session_id=session.id, kind="job_event", payload=dict(DONE))
     finish_turn(session, "", status="failed")
     message_post(session=session, text="so?")
     conv = build(session)
-    assert conv.messages[0]["content"][0]["text"] == job_event_text(DONE, compact=False)
+    assert conv.messages[0]["content"][0] == job_event_block(DONE, compact=False)
+    assert wire_messages(conv.messages)[0]["content"][0]["text"] == job_event_text(
+        DONE, compact=False
+    )
 
 
 def test_a_tool_call_left_without_result_is_closed(user: Any) -> None:

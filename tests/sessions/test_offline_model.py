@@ -9,7 +9,9 @@ from typing import Any
 import pytest
 
 from sessions.llm import Finish, TextDelta, ToolUse, get_model_client
+from sessions.llm.blocks import job_event_block
 from sessions.llm.offline import HELP, plan_reply
+from sessions.payloads import JobError, JobEventPayload
 from sessions.toolbox import tool_definitions
 
 pytestmark = pytest.mark.django_db
@@ -17,6 +19,34 @@ pytestmark = pytest.mark.django_db
 
 def user(*texts: str) -> dict[str, Any]:
     return {"role": "user", "content": [{"type": "text", "text": t} for t in texts]}
+
+
+def job_event(
+    job_id: str,
+    tool: str,
+    *,
+    event: str = "job_completed",
+    status: str = "done",
+    summary: str = "",
+    error: JobError | None = None,
+    compact: bool = False,
+) -> dict[str, Any]:
+    """A job event as the conversation shows it (``sessions.conversation``)."""
+    payload: JobEventPayload = {
+        "event": event,
+        "job_id": job_id,
+        "tool": tool,
+        "status": status,
+        "progress": {"fraction": None, "message": ""},
+        "summary": summary,
+        "error": error,
+        "partial_count": 0,
+    }
+    return job_event_block(payload, compact=compact)
+
+
+def events(*blocks: dict[str, Any]) -> dict[str, Any]:
+    return {"role": "user", "content": list(blocks)}
 
 
 def started(job_id: str, tool: str = "run_tests", call_id: str = "c1") -> list[dict[str, Any]]:
@@ -67,7 +97,7 @@ def test_phrases_start_jobs(text: str, expected: list[Any]) -> None:
 def test_a_report_is_written_from_earlier_finished_jobs() -> None:
     history = [
         *started("job_aaa"),
-        user("[event] job_completed job_id=job_aaa tool=run_tests status=done\nsummary: 3 passed"),
+        events(job_event("job_aaa", "run_tests", summary="3 passed")),
         {"role": "assistant", "content": [{"type": "text", "text": "The tests finished."}]},
     ]
     assert calls([*history, user("write a report about the release")]) == [
@@ -93,7 +123,7 @@ def test_nothing_to_stop_is_said_plainly() -> None:
 def test_questions_about_a_finished_job_read_its_result() -> None:
     history = [
         *started("job_done1"),
-        user("[event] job_completed job_id=job_done1 tool=run_tests status=done — 1 failed"),
+        events(job_event("job_done1", "run_tests", summary="1 failed", compact=True)),
     ]
     assert calls([*history, user("which tests failed?")]) == [
         ("get_job_result", {"job_id": "job_done1"})
@@ -101,11 +131,16 @@ def test_questions_about_a_finished_job_read_its_result() -> None:
 
 
 def test_job_events_in_a_batch_are_reported() -> None:
-    batch = user(
-        "[event] job_completed job_id=job_t tool=run_tests status=done\n"
-        "summary: 28 passed, 2 failed (tests/test_orders.py)\ndetails: get_job_result(job_t)",
-        "[event] job_failed job_id=job_c tool=crawl_site status=failed\n"
-        "summary: failed\nerror: fetch_failed: connection refused\ndetails: get_job_result(job_c)",
+    batch = events(
+        job_event("job_t", "run_tests", summary="28 passed, 2 failed (tests/test_orders.py)"),
+        job_event(
+            "job_c",
+            "crawl_site",
+            event="job_failed",
+            status="failed",
+            summary="failed",
+            error={"code": "fetch_failed", "message": "connection refused"},
+        ),
     )
     plan = plan_reply([batch], tool_definitions())
     assert plan.calls == []

@@ -1,0 +1,143 @@
+"""The vocabulary of a session's log and of its live channel.
+
+One TypedDict per ``Event.Kind`` payload (the ``payload`` column of an event
+row, and what every client reads in a frame), and the channel-layer messages
+the log publishes and the streams pass between followers. ``dict[str, Any]``
+is left only where the content is free-form JSON: a tool's arguments and its
+output.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal, NotRequired, TypedDict
+
+# --- event payloads, by kind -------------------------------------------------------------
+
+
+class TextPayload(TypedDict):
+    """``user_message`` and ``assistant_delta``."""
+
+    text: str
+
+
+class AssistantMessagePayload(TypedDict):
+    """``assistant_message``: one model response's text; ``interrupted`` when cut short."""
+
+    text: str
+    interrupted: NotRequired[bool]
+
+
+class ToolCallPayload(TypedDict):
+    """``tool_call``: what the model asked for, under the model's own call id."""
+
+    id: str
+    name: str
+    input: dict[str, Any]
+
+
+class ToolResultPayload(TypedDict):
+    """``tool_result``: the outcome of the call ``tool_call_id``."""
+
+    tool_call_id: str
+    name: str
+    output: Any
+    is_error: bool
+
+
+class JobProgress(TypedDict):
+    fraction: float | None
+    message: str
+
+
+class JobError(TypedDict):
+    code: str
+    message: str
+
+
+class JobEventPayload(TypedDict):
+    """``job_event``: one transition of a job started in the session (jobs.lifecycle)."""
+
+    event: str
+    job_id: str
+    tool: str
+    status: str
+    progress: JobProgress
+    summary: str
+    error: JobError | None
+    partial_count: int
+
+
+class RunStartedPayload(TypedDict):
+    """``run_started``: a run took its batch."""
+
+    run_id: str
+    batch_size: int
+
+
+class ErrorPayload(TypedDict):
+    """``error``: why a run failed."""
+
+    code: str
+    message: str
+
+
+class RunFinishedPayload(TypedDict):
+    """``run_finished``: the status a run ended in (and its error when it failed)."""
+
+    run_id: str
+    status: str
+    error: NotRequired[ErrorPayload]
+
+
+class RunRequeuedPayload(TypedDict):
+    """``run_requeued``: a stopping worker handed the run back; what it wrote after
+    ``superseded_after_seq`` is superseded by the next attempt."""
+
+    run_id: str
+    reason: str
+    superseded_after_seq: int
+
+
+EventPayload = (
+    TextPayload
+    | AssistantMessagePayload
+    | ToolCallPayload
+    | ToolResultPayload
+    | JobEventPayload
+    | RunStartedPayload
+    | RunFinishedPayload
+    | RunRequeuedPayload
+    | ErrorPayload
+)
+# What lands in the inbox (pending): the user's messages and the jobs' events.
+InboxPayload = TextPayload | JobEventPayload
+
+
+# --- the live channel -----------------------------------------------------------------------
+
+
+class SessionEventMessage(TypedDict):
+    """``session.event``: an event committed to the log, published to the session's group."""
+
+    type: Literal["session.event"]
+    seq: int
+    kind: str
+    payload: EventPayload
+    run_id: str | None
+    created_at: str
+
+
+class StreamSyncMessage(TypedDict):
+    """``stream.sync``: the marker a new follower sends its group and waits to see back."""
+
+    type: Literal["stream.sync"]
+    nonce: str
+
+
+class StreamCheckMessage(TypedDict):
+    """``stream.check``: a follower's own nudge to read the log (idle, or a client's ping)."""
+
+    type: Literal["stream.check"]
+
+
+LiveMessage = SessionEventMessage | StreamSyncMessage | StreamCheckMessage
