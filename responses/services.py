@@ -27,6 +27,7 @@ from responses.payloads import (
     system_text,
 )
 from responses.projection import Header, ResponseProjection
+from sessions.llm.names import OFFLINE, SCRIPTED, is_anthropic
 from sessions.models import AgentSession, Event, Run
 from sessions.runs import run_request_cancel
 from sessions.services import SessionNotFound, message_post, session_create
@@ -41,7 +42,7 @@ def model_for_session(name: str) -> str:
     name = name.strip()
     if name == DEFAULT_MODEL:
         return ""
-    if name in ("offline", "scripted") or name.startswith("claude-"):
+    if name in (OFFLINE, SCRIPTED) or is_anthropic(name):
         return name
     raise invalid(
         "model",
