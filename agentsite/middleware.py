@@ -43,10 +43,15 @@ class BodyTooLarge(Exception):
 
 
 def too_large_response(path: str, max_bytes: int) -> tuple[int, list[tuple[bytes, bytes]], bytes]:
-    """The 413 answer: the API's error format under ``/api/``, plain text elsewhere."""
+    """The 413 answer: the API's error format under ``/api/``, OpenAI's under ``/v1/``
+    (the Responses API), plain text elsewhere."""
+    message = "The request body is larger than AGENTSITE_MAX_BODY_BYTES allows."
     if path.startswith("/api/"):
-        message = "The request body is larger than AGENTSITE_MAX_BODY_BYTES allows."
         body = json.dumps(error_body("too_large", message, {"max_bytes": max_bytes})).encode()
+        content_type = b"application/json"
+    elif path.startswith("/v1/"):
+        error = {"message": message, "type": "invalid_request_error", "param": None}
+        body = json.dumps({"error": {**error, "code": "request_too_large"}}).encode()
         content_type = b"application/json"
     else:
         body = f"Request body larger than {max_bytes} bytes.\n".encode()

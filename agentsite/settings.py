@@ -101,6 +101,7 @@ INSTALLED_APPS = [
     "agentsite.apps.AgentsiteConfig",
     "sessions.apps.SessionsConfig",
     "jobs.apps.JobsConfig",
+    "responses.apps.ResponsesConfig",
 ]
 
 MIDDLEWARE = [

@@ -9,6 +9,7 @@ from agentsite.health import healthz
 from agentsite.tokens import router as tokens_router
 from agentsite.views import metrics_view
 from jobs.api import router as jobs_router
+from responses.api import urlpatterns as responses_urls
 from sessions.api import router as sessions_router
 from sessions.sse import router as streams_router
 
@@ -25,6 +26,8 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("django-rq/", include("django_rq.urls")),
     path("api/", api.urls),
+    # The OpenAI Responses API, in OpenAI's error format (clients use base_url=…/v1).
+    path("v1/", include(responses_urls)),
     path("healthz", healthz, name="healthz"),
     path("metrics", metrics_view, name="metrics"),
     path("login/", auth_views.LoginView.as_view(), name="login"),

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-APPS = ("jobs", "sessions")
+APPS = ("jobs", "responses", "sessions")
 
 
 def contracts() -> dict[str, dict[str, list[str]]]:

@@ -22,7 +22,7 @@ http = sorted(
     if name.split(".")[0] in ("ninja", "daphne")
     or name in ("agentsite.api", "agentsite.auth", "agentsite.http", "agentsite.urls")
     or name.startswith(("jobs.api", "sessions.api", "jobs.mcp", "sessions.sse"))
-    or name in ("sessions.consumers", "sessions.views", "jobs.views")
+    or name in ("sessions.consumers", "sessions.views", "jobs.views", "responses.api")
 )
 print(json.dumps(http))
 """

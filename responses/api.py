@@ -1,0 +1,285 @@
+"""``/v1/responses``: the OpenAI Responses API over agentsite's sessions (the HTTP edge).
+
+Plain async views; what a request waits for (a stream, a response's end, a
+cancel) is awaited on the event loop as its body is sent. Errors are OpenAI's
+``{"error": {"message", "type", "param", "code"}}`` (which the OpenAI SDKs turn
+into their exception classes), not agentsite's.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+from channels.db import database_sync_to_async
+from django.contrib.auth.models import AbstractBaseUser
+from django.core.exceptions import RequestDataTooBig
+from django.db import InterfaceError, OperationalError
+from django.http import (
+    HttpRequest,
+    HttpResponseBase,
+    JsonResponse,
+    StreamingHttpResponse,
+)
+from django.urls import path, re_path
+from django.views.decorators.csrf import csrf_exempt
+from pydantic import ValidationError
+from redis.exceptions import RedisError
+
+from agentsite.auth import user_for_token
+from agentsite.core.errors import DomainError, NotFound
+from agentsite.http import contains_nul
+from responses.live import response_cancel, response_events, response_wait
+from responses.models import AgentResponse
+from responses.payloads import ResponseCreate
+from responses.projection import StreamEvent
+from responses.services import (
+    response_create,
+    response_delete,
+    response_document,
+    response_get,
+    response_input_items,
+)
+
+log = logging.getLogger(__name__)
+
+# Each call takes a database connection and gives it back (CONN_MAX_AGE is 0), so a
+# stream or a waiting request holds none between its reads.
+db = functools.partial(database_sync_to_async, thread_sensitive=False)
+
+# An async view (django-stubs types path()'s views as returning a response).
+View = Callable[..., Any]
+
+
+class ApiError(Exception):
+    def __init__(
+        self, status: int, message: str, *, param: str | None = None, code: str | None = None
+    ) -> None:
+        super().__init__(message)
+        self.status, self.message, self.param, self.code = status, message, param, code
+
+
+def error_response(
+    status: int, message: str, *, param: str | None = None, code: str | None = None
+) -> JsonResponse:
+    kind = {401: "authentication_error", 404: "invalid_request_error"}.get(
+        status, "invalid_request_error" if status < 500 else "server_error"
+    )
+    body = {"error": {"message": message, "type": kind, "param": param, "code": code}}
+    return JsonResponse(body, status=status)
+
+
+def domain_error(exc: DomainError) -> ApiError:
+    details = exc.details if isinstance(exc.details, dict) else {}
+    param = details.get("param")
+    if isinstance(exc, NotFound):
+        return ApiError(404, exc.message, param=param, code=None)
+    return ApiError(400, exc.message, param=param, code=exc.code)
+
+
+def validation_error(exc: ValidationError) -> ApiError:
+    first = exc.errors()[0]
+    # The body's field: deeper parts of the location name the union's branches (input.str).
+    param = str(first["loc"][0]) if first["loc"] else None
+    return ApiError(400, f"{param}: {first['msg']}", param=param, code="invalid_value")
+
+
+def openai_endpoint(methods: tuple[str, ...]) -> Callable[[View], View]:
+    """Authenticate with the Bearer token, refuse other methods, say every error OpenAI's way."""
+
+    def decorate(view: View) -> View:
+        @csrf_exempt
+        @functools.wraps(view)
+        async def wrapped(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponseBase:
+            if request.method not in methods:
+                response = error_response(
+                    405,
+                    f"{request.method} is not allowed on {request.path}.",
+                    code="method_not_allowed",
+                )
+                response["Allow"] = ", ".join(methods)
+                return response
+            try:
+                user = await authenticate(request)
+                return await view(request, user, *args, **kwargs)
+            except ApiError as exc:
+                return error_response(exc.status, exc.message, param=exc.param, code=exc.code)
+            except DomainError as exc:
+                err = domain_error(exc)
+                return error_response(err.status, err.message, param=err.param, code=err.code)
+            except ValidationError as exc:
+                err = validation_error(exc)
+                return error_response(err.status, err.message, param=err.param, code=err.code)
+            except (RedisError, OperationalError, InterfaceError):
+                log.warning("a store is unavailable", exc_info=True)
+                response = error_response(503, "The service is unavailable; retry shortly.")
+                response["Retry-After"] = "5"
+                return response
+            except Exception:
+                log.exception("the responses API failed on %s %s", request.method, request.path)
+                return error_response(500, "The server failed to answer.", code="server_error")
+
+        return wrapped
+
+    return decorate
+
+
+async def authenticate(request: HttpRequest) -> AbstractBaseUser:
+    scheme, _, token = request.headers.get("Authorization", "").partition(" ")
+    user = None
+    if scheme.lower() == "bearer" and token.strip():
+        user = await db(user_for_token)(token.strip())
+    if user is None:
+        raise ApiError(
+            401, "Send an agentsite API token as 'Authorization: Bearer …'.", code="invalid_api_key"
+        )
+    return user
+
+
+def body_json(request: HttpRequest) -> dict[str, Any]:
+    try:
+        body = json.loads(request.body or b"null")
+    except RequestDataTooBig as exc:
+        raise ApiError(
+            413, "The request body is larger than AGENTSITE_MAX_BODY_BYTES allows."
+        ) from exc
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise ApiError(400, "The body is not JSON.", code="invalid_json") from exc
+    if not isinstance(body, dict):
+        raise ApiError(400, "The body must be a JSON object.", code="invalid_json")
+    # PostgreSQL stores no NUL in text or JSON: refused here, the same on every database.
+    for field, value in body.items():
+        if contains_nul(field) or contains_nul(value):
+            raise ApiError(
+                400, "Text may not contain NUL characters.", param=field, code="invalid_value"
+            )
+    return body
+
+
+def sse(events: AsyncIterator[StreamEvent | None]) -> StreamingHttpResponse:
+    async def body() -> AsyncIterator[str]:
+        async for event in events:
+            if event is None:
+                yield ": heartbeat\n\n"
+            else:
+                data = json.dumps(event, separators=(",", ":"))
+                yield f"event: {event['type']}\ndata: {data}\n\n"
+
+    response = StreamingHttpResponse(body(), content_type="text/event-stream")
+    response["Cache-Control"] = "no-cache"
+    response["X-Accel-Buffering"] = "no"
+    return response
+
+
+def json_when_ready(document: Callable[[], Awaitable[dict[str, Any]]]) -> StreamingHttpResponse:
+    """A JSON answer that is only known later, sent once it is.
+
+    The view returns at once and the wait happens on the server's event loop as
+    the body is sent: no thread is blocked while it waits (awaiting in the view
+    would block the thread Django runs its synchronous middleware chain on), and
+    a client that hangs up ends the wait.
+    """
+
+    async def body() -> AsyncIterator[str]:
+        try:
+            answer = await document()
+        except Exception:
+            log.exception("a response the client waited for could not be read")
+            error = {"message": "The server failed to answer.", "type": "server_error"}
+            answer = {"error": {**error, "param": None, "code": "server_error"}}
+        yield json.dumps(answer)
+
+    return StreamingHttpResponse(body(), content_type="application/json")
+
+
+def flag(request: HttpRequest, name: str) -> bool:
+    return request.GET.get(name, "").lower() in ("true", "1")
+
+
+def starting_after(request: HttpRequest) -> int:
+    raw = request.GET.get("starting_after", "")
+    if raw == "":
+        return -1
+    try:
+        value = int(raw)
+    except ValueError as exc:
+        raise ApiError(
+            400, "starting_after must be an integer.", param="starting_after", code="invalid_value"
+        ) from exc
+    return value
+
+
+# --- the operations ---------------------------------------------------------------------------
+
+
+@openai_endpoint(("POST",))
+async def responses_create(request: HttpRequest, user: AbstractBaseUser) -> HttpResponseBase:
+    create = ResponseCreate.model_validate(body_json(request))
+    response = await db(response_create)(owner=user, request=create)
+    if create.stream:
+        return sse(response_events(response))
+    if create.background:
+        return JsonResponse(await db(response_document)(response))
+    return json_when_ready(lambda: response_wait(response))
+
+
+async def owned(user: AbstractBaseUser, response_id: str) -> AgentResponse:
+    return await db(response_get)(owner=user, response_id=response_id)
+
+
+@openai_endpoint(("GET", "DELETE"))
+async def response_detail(
+    request: HttpRequest, user: AbstractBaseUser, response_id: str
+) -> HttpResponseBase:
+    response = await owned(user, response_id)
+    if request.method == "DELETE":
+        await db(response_delete)(response=response)
+        return JsonResponse({"id": response.id, "object": "response.deleted", "deleted": True})
+    if flag(request, "stream"):
+        return sse(response_events(response, after=starting_after(request)))
+    return JsonResponse(await db(response_document)(response))
+
+
+@openai_endpoint(("POST",))
+async def response_cancel_view(
+    request: HttpRequest, user: AbstractBaseUser, response_id: str
+) -> HttpResponseBase:
+    response = await owned(user, response_id)
+    return json_when_ready(lambda: response_cancel(response))
+
+
+@openai_endpoint(("GET",))
+async def response_input_items_view(
+    request: HttpRequest, user: AbstractBaseUser, response_id: str
+) -> HttpResponseBase:
+    response = await owned(user, response_id)
+    order = request.GET.get("order", "desc")
+    if order not in ("asc", "desc"):
+        raise ApiError(400, "order must be asc or desc.", param="order", code="invalid_value")
+    try:
+        limit = int(request.GET.get("limit", "20"))
+    except ValueError:
+        limit = 0
+    if not 1 <= limit <= 100:
+        raise ApiError(400, "limit must be 1 to 100.", param="limit", code="invalid_value")
+    page = response_input_items(
+        response=response, order=order, limit=limit, after=request.GET.get("after", "")
+    )
+    return JsonResponse(page)
+
+
+@csrf_exempt
+async def no_operation(request: HttpRequest, rest: str = "") -> HttpResponseBase:
+    return error_response(404, f"No operation at {request.method} {request.path}.")
+
+
+urlpatterns = [
+    path("responses", responses_create),
+    path("responses/<str:response_id>", response_detail),
+    path("responses/<str:response_id>/cancel", response_cancel_view),
+    path("responses/<str:response_id>/input_items", response_input_items_view),
+    re_path(r"^(?P<rest>.*)$", no_operation),
+]

@@ -1,0 +1,236 @@
+"""Responses over sessions: create one (a user message in a session), read, cancel, delete.
+
+A response is a user message posted to a session plus everything the agent
+does about it (``responses.projection`` says which runs and jobs that is);
+its status and output are always derived from the session's log.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from django.db import transaction
+from django.utils import timezone
+
+from agentsite.core.errors import NotFound
+from agentsite.core.ids import is_id
+from agentsite.core.queries import get_or_none
+from jobs.lifecycle import job_request_cancel
+from jobs.models import Job
+from responses.models import AgentResponse
+from responses.payloads import (
+    ResponseCreate,
+    input_items,
+    input_text,
+    invalid,
+    system_text,
+)
+from responses.projection import Header, ResponseProjection
+from sessions.llm.names import OFFLINE, SCRIPTED, is_anthropic
+from sessions.models import AgentSession, Event, Run
+from sessions.runs import run_request_cancel
+from sessions.services import SessionNotFound, message_post, session_create
+
+# Model names a response may ask for; "agentsite" is the server's default model.
+DEFAULT_MODEL = "agentsite"
+LOG_PAGE = 500
+
+
+def model_for_session(name: str) -> str:
+    """The session model a requested model name means; refuses any other name."""
+    name = name.strip()
+    if name == DEFAULT_MODEL:
+        return ""
+    if name in (OFFLINE, SCRIPTED) or is_anthropic(name):
+        return name
+    raise invalid(
+        "model",
+        f"The model {name!r} does not exist here: use {DEFAULT_MODEL!r} (the server's default),"
+        " 'offline' or a claude-… model.",
+        "model_not_found",
+    )
+
+
+def response_create(*, owner: Any, request: ResponseCreate) -> AgentResponse:
+    """Post the input as a user message: to the previous response's session, or a new one."""
+    session_model = model_for_session(request.model)
+    items = input_items(request.input)
+    text = input_text(items)
+    instructions = "\n\n".join(t for t in (request.instructions or "", system_text(items)) if t)
+    with transaction.atomic():
+        if request.previous_response_id:
+            previous = _previous(owner, request.previous_response_id)
+            session = previous.session
+        else:
+            title = text.strip().splitlines()[0][:80]
+            session = session_create(
+                owner=owner, title=title, model=session_model, system_prompt=instructions
+            )
+        try:
+            event, _ = message_post(session=session, text=text)
+        except SessionNotFound as exc:
+            raise invalid(
+                "previous_response_id", "The previous response's session was deleted."
+            ) from exc
+        return AgentResponse.objects.create(
+            owner=owner,
+            session=session,
+            input_seq=event.seq,
+            input_items=items,
+            model=request.model.strip(),
+            instructions=instructions,
+            metadata=request.metadata or {},
+            background=request.background,
+            previous_response_id=request.previous_response_id or "",
+        )
+
+
+def _previous(owner: Any, response_id: str) -> AgentResponse:
+    try:
+        return response_get(owner=owner, response_id=response_id)
+    except NotFound as exc:
+        raise invalid(
+            "previous_response_id", f"Previous response with id {response_id!r} not found."
+        ) from exc
+
+
+def response_get(*, owner: Any, response_id: str) -> AgentResponse:
+    """The owner's response; anyone else's, a deleted or unknown one is not found."""
+    found = None
+    if is_id("resp", response_id):
+        found = get_or_none(
+            AgentResponse.objects.select_related("session").filter(
+                pk=response_id, owner_id=owner.pk, deleted_at__isnull=True
+            )
+        )
+    if found is None:
+        raise NotFound(f"No response with id {response_id!r}.", details={"param": "response_id"})
+    return found
+
+
+def response_delete(*, response: AgentResponse) -> None:
+    """Forget the response; what of it still runs is asked to stop (its session stays)."""
+    response_cancel_step(response_id=response.id)
+    AgentResponse.objects.filter(pk=response.pk).update(deleted_at=timezone.now())
+
+
+def response_input_items(
+    *, response: AgentResponse, order: str = "desc", limit: int = 20, after: str = ""
+) -> dict[str, Any]:
+    """The input items as a page, OpenAI's list shape (newest first unless ``order=asc``)."""
+    items = [
+        {"id": f"msg_{response.id[5:]}_in{n}", **item}
+        for n, item in enumerate(response.input_items)
+    ]
+    if order == "desc":
+        items.reverse()
+    if after:
+        ids = [item["id"] for item in items]
+        items = items[ids.index(after) + 1 :] if after in ids else []
+    page = items[:limit]
+    return {
+        "object": "list",
+        "data": page,
+        "first_id": page[0]["id"] if page else None,
+        "last_id": page[-1]["id"] if page else None,
+        "has_more": len(items) > len(page),
+    }
+
+
+# --- the derived response ------------------------------------------------------------------
+
+
+class LogFacts:
+    """The database facts the projection asks for."""
+
+    def batch_seqs(self, run_id: str) -> set[int]:
+        return set(Event.objects.filter(consumed_by_id=run_id).values_list("seq", flat=True))
+
+    def job_run(self, job_id: str) -> str | None:
+        return get_or_none(Job.objects.filter(pk=job_id).values_list("run_id", flat=True))
+
+    def usage(self, run_ids: Iterable[str]) -> dict[str, int]:
+        total = {"input_tokens": 0, "output_tokens": 0}
+        for usage in Run.objects.filter(pk__in=list(run_ids)).values_list("usage", flat=True):
+            for key in total:
+                total[key] += int((usage or {}).get(key, 0))
+        return total
+
+    def cancel_seq(self, response_id: str) -> int | None:
+        return get_or_none(
+            AgentResponse.objects.filter(pk=response_id).values_list("cancel_seq", flat=True)
+        )
+
+
+def projection_start(response: AgentResponse) -> ResponseProjection:
+    """A projection of ``response`` that has read nothing of the log yet."""
+    header = Header(
+        id=response.id,
+        created_at=int(response.created_at.timestamp()),
+        model=response.model,
+        instructions=response.instructions or None,
+        metadata=response.metadata,
+        background=response.background,
+        previous_response_id=response.previous_response_id or None,
+        input_seq=response.input_seq,
+        cancel_seq=response.cancel_seq,
+    )
+    return ResponseProjection(header=header, facts=LogFacts())
+
+
+def response_project(response: AgentResponse) -> ResponseProjection:
+    """The response as the log has it now."""
+    projection = projection_start(response)
+    after = response.input_seq - 1
+    while not projection.ended:
+        rows = list(
+            Event.objects.filter(session_id=response.session_id, seq__gt=after)
+            .order_by("seq")
+            .values("seq", "kind", "payload", "run_id")[:LOG_PAGE]
+        )
+        for row in rows:
+            projection.feed(dict(row))
+            after = row["seq"]
+        if len(rows) < LOG_PAGE:
+            break
+    projection.caught_up(after)
+    return projection
+
+
+def response_document(response: AgentResponse) -> dict[str, Any]:
+    return response_project(response).response()
+
+
+# --- cancelling ------------------------------------------------------------------------------
+
+
+def response_cancel_step(*, response_id: str) -> ResponseProjection:
+    """One step of a cancel: mark it (once), then stop whatever of it still runs.
+
+    Called again until the projection has ended: a running turn may start a
+    job after the previous step looked.
+    """
+    response = AgentResponse.objects.select_related("session").get(pk=response_id)
+    projection = response_project(response)
+    if projection.ended:
+        return projection
+    if response.cancel_seq is None:
+        last_seq = AgentSession.objects.filter(pk=response.session_id).values_list(
+            "last_seq", flat=True
+        )[0]
+        AgentResponse.objects.filter(pk=response.pk, cancel_seq__isnull=True).update(
+            cancel_seq=last_seq
+        )
+        response.refresh_from_db(fields=["cancel_seq"])
+        projection = response_project(response)
+    for run_id in projection.open_runs:
+        run_request_cancel(run_id=run_id)
+    if projection.triggers:
+        # What still waits in the inbox would start a turn for this response.
+        queued = Run.objects.filter(session_id=response.session_id, status=Run.Status.QUEUED)
+        for run_id in queued.values_list("id", flat=True):
+            run_request_cancel(run_id=run_id)
+    for job_id in projection.live_jobs:
+        job_request_cancel(job_id=job_id)
+    return projection

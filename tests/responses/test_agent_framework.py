@@ -1,0 +1,77 @@
+"""Microsoft Agent Framework's OpenAI Responses client drives agentsite's agents.
+
+MAF lives in a virtual environment of its own (its dependencies are not the
+app's), created on first use from PyPI and cached under .agentsite/ by version.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agentsite.models import ApiToken
+from tests.conftest import BASE_DIR
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+MAF_VERSION = os.environ.get("AGENTSITE_TEST_MAF_VERSION", "1.17.0")
+SCRIPT = Path(__file__).with_name("maf_client.py")
+
+
+def maf_python() -> Path:
+    """The interpreter of a virtual environment holding agent-framework-openai."""
+    venv = BASE_DIR / ".agentsite" / f"maf-venv-{MAF_VERSION}"
+    python = venv / "bin" / "python"
+    if (venv / ".complete").exists():
+        return python
+    # Built aside and renamed, so an interrupted install is never mistaken for a good one.
+    building = venv.with_name(f"{venv.name}.building-{os.getpid()}")
+    shutil.rmtree(building, ignore_errors=True)
+    base_python = getattr(sys, "_base_executable", sys.executable)
+    subprocess.run([base_python, "-m", "venv", str(building)], check=True)
+    package = f"agent-framework-openai=={MAF_VERSION}"
+    subprocess.run(
+        [str(building / "bin" / "python"), "-m", "pip", "install", "-q", package],
+        check=True,
+        timeout=600,
+    )
+    (building / ".complete").touch()
+    shutil.rmtree(venv, ignore_errors=True)
+    try:
+        building.rename(venv)
+    except OSError:
+        shutil.rmtree(building, ignore_errors=True)
+        if not (venv / ".complete").exists():
+            raise
+    return python
+
+
+@pytest.mark.timeout(900)
+def test_background_runs_and_a_resumed_stream(
+    responses_url: str, rq_workers: Any, user: Any
+) -> None:
+    python = maf_python()
+    _, token = ApiToken.issue(user=user, name="maf")
+    run = subprocess.run(
+        [str(python), str(SCRIPT), responses_url, token],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert run.returncode == 0, run.stderr
+    seen = json.loads(run.stdout.strip().splitlines()[-1])
+    assert seen["first_token"] and seen["polls"] > 0
+    assert "The tests finished: 31 passed, 2 failed" in seen["background_text"]
+    # MAF resumes a stream by retrieving it again from the start (no starting_after):
+    # the replay carries the whole text, the part it had seen first.
+    assert seen["stream_before"]
+    streamed = "".join(seen["stream_after"])
+    assert streamed.startswith("".join(seen["stream_before"]))
+    assert "The tests finished: 31 passed, 2 failed" in streamed
