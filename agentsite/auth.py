@@ -58,4 +58,4 @@ def request_user(request: HttpRequest) -> AbstractBaseUser:
         return user
     if isinstance(request.user, AnonymousUser):  # pragma: no cover - auth guards this
         raise AuthenticationError()
-    return request.user  # type: ignore[return-value]
+    return request.user

@@ -59,6 +59,12 @@ from sessions.models import Run
 
 log = logging.getLogger(__name__)
 
+
+def go_float(value: float) -> str:
+    """A bucket bound as Prometheus writes it (prometheus_client's helper is unannotated)."""
+    return str(floatToGoString(value))  # type: ignore[no-untyped-call]
+
+
 # Rows finished longer ago than this are final: counted once per process.
 SETTLE_S = 300.0
 # How many of a queue's first jobs are looked at for the oldest (handed-back
@@ -133,7 +139,7 @@ class DurationSeries:
         if not tally and not self.labels:
             tally = {(): [0.0] * (len(self.buckets) + 2)}
         for key, values in sorted(tally.items()):
-            buckets = [(floatToGoString(b), values[i]) for i, b in enumerate(self.buckets)]
+            buckets = [(go_float(b), values[i]) for i, b in enumerate(self.buckets)]
             buckets.append(("+Inf", values[-2]))
             family.add_metric(list(key), buckets, sum_value=values[-1])
         return family

@@ -21,7 +21,7 @@ def _caller(request: HttpRequest) -> AbstractBaseUser | None:
     scheme, _, token = request.headers.get("Authorization", "").partition(" ")
     if scheme.lower() == "bearer":
         return user_for_token(token.strip())
-    return request.user if request.user.is_authenticated else None  # type: ignore[return-value]
+    return request.user if request.user.is_authenticated else None
 
 
 def _error(status: int, code: str, message: str) -> JsonResponse:

@@ -9,7 +9,8 @@ from __future__ import annotations
 from typing import Any, Literal, TypedDict
 
 from django.http import HttpRequest, HttpResponse
-from ninja import Field, Query, Router, Schema
+from ninja import Field, Router, Schema
+from ninja.params.functions import Query
 from ninja.responses import Status
 from pydantic import ConfigDict
 

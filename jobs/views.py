@@ -26,7 +26,7 @@ PARTIALS_SHOWN = 200
 
 
 def markdown_html(text: str) -> SafeString:
-    return mark_safe(_markdown.render(text))  # the renderer escapes any HTML in the source
+    return mark_safe(str(_markdown.render(text)))  # the renderer escapes any HTML in the source
 
 
 def owned_job_or_404(request: HttpRequest, job_id: str) -> Job:

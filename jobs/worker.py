@@ -84,7 +84,7 @@ class RidesOutRedis(BaseWorker):
         self._registration_checked_at = now
         if not self.connection.sismember(self.redis_workers_keys, self.key):
             self.connection.delete(self.key)
-            self.register_birth()
+            self.register_birth()  # type: ignore[no-untyped-call]  # RQ is unannotated
             self.log.info("Worker %s: Redis had forgotten this worker; registered again", self.name)
 
     def heartbeat(self, timeout: int | None = None, pipeline: Any = None) -> None:
@@ -102,7 +102,9 @@ class RidesOutRedis(BaseWorker):
         self._through_outage(lambda: super(RidesOutRedis, self).check_for_suspension(burst))
 
     def run_maintenance_tasks(self) -> None:
-        self._through_outage(lambda: super(RidesOutRedis, self).run_maintenance_tasks())
+        self._through_outage(
+            lambda: super(RidesOutRedis, self).run_maintenance_tasks()  # type: ignore[no-untyped-call]
+        )
 
     def dequeue_job_and_maintain_ttl(
         self, timeout: int | None, max_idle_time: int | None = None
@@ -119,7 +121,7 @@ class RidesOutRedis(BaseWorker):
 
     def teardown(self) -> None:
         try:
-            super().teardown()
+            super().teardown()  # type: ignore[no-untyped-call]  # RQ is unannotated
         except REDIS_DOWN as exc:  # stopping during an outage: Redis drops us by TTL
             self.log.warning("Worker %s: could not register its end (%s)", self.name, exc)
 

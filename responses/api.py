@@ -12,7 +12,7 @@ import functools
 import json
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any
+from typing import Any, cast
 
 from channels.db import database_sync_to_async
 from django.contrib.auth.models import AbstractBaseUser
@@ -104,7 +104,8 @@ def openai_endpoint(methods: tuple[str, ...]) -> Callable[[View], View]:
                 return response
             try:
                 user = await authenticate(request)
-                return await view(request, user, *args, **kwargs)
+                answer: HttpResponseBase = await view(request, user, *args, **kwargs)
+                return answer
             except ApiError as exc:
                 return error_response(exc.status, exc.message, param=exc.param, code=exc.code)
             except DomainError as exc:
@@ -131,7 +132,7 @@ async def authenticate(request: HttpRequest) -> AbstractBaseUser:
     scheme, _, token = request.headers.get("Authorization", "").partition(" ")
     user = None
     if scheme.lower() == "bearer" and token.strip():
-        user = await db(user_for_token)(token.strip())
+        user = cast(AbstractBaseUser | None, await db(user_for_token)(token.strip()))
     if user is None:
         raise ApiError(
             401, "Send an agentsite API token as 'Authorization: Bearer …'.", code="invalid_api_key"
@@ -227,7 +228,8 @@ async def responses_create(request: HttpRequest, user: AbstractBaseUser) -> Http
 
 
 async def owned(user: AbstractBaseUser, response_id: str) -> AgentResponse:
-    return await db(response_get)(owner=user, response_id=response_id)
+    response: AgentResponse = await db(response_get)(owner=user, response_id=response_id)
+    return response
 
 
 @openai_endpoint(("GET", "DELETE"))

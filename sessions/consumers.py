@@ -104,7 +104,7 @@ def offered_api_token(scope: dict[str, Any]) -> str:
     """An API token from ``Sec-WebSocket-Protocol: agentsite.bearer.<token>`` or ``?token=``."""
     for protocol in scope.get("subprotocols", []):
         if protocol.startswith(TOKEN_SUBPROTOCOL_PREFIX):
-            return protocol.removeprefix(TOKEN_SUBPROTOCOL_PREFIX)
+            return str(protocol).removeprefix(TOKEN_SUBPROTOCOL_PREFIX)
     query = parse_qs(scope.get("query_string", b"").decode("latin1"))
     return query.get("token", [""])[0]
 

@@ -167,7 +167,7 @@ class TurnWorker(RidesOutRedis, SimpleWorker):
     def _shutdown(self) -> None:
         """Warm shutdown: stop taking turns; ``teardown`` lets the running ones end."""
         self._stop_requested = True
-        self.set_shutdown_requested_date()
+        self.set_shutdown_requested_date()  # type: ignore[no-untyped-call]  # RQ is unannotated
         if self.dequeuing:
             raise StopRequested()
 

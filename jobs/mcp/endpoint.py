@@ -30,7 +30,7 @@ Scope = dict[str, Any]
 def bearer_token(scope: Scope) -> str | None:
     for name, value in scope.get("headers", []):
         if name.lower() == b"authorization":
-            scheme, _, token = value.decode("latin-1").partition(" ")
+            scheme, _, token = bytes(value).decode("latin-1").partition(" ")
             if scheme.lower() == "bearer" and token.strip():
                 return token.strip()
     return None

@@ -45,7 +45,7 @@ class Fetched:
 
     @property
     def content_type(self) -> str:
-        return self.headers.get("content-type", "").split(";", 1)[0].strip().lower()
+        return str(self.headers.get("content-type", "")).split(";", 1)[0].strip().lower()
 
     def text(self) -> str:
         message = Message()

@@ -27,7 +27,7 @@ CONFIG = "agentsite.cron"
 
 class Scheduler(DjangoCronScheduler):
     def start(self) -> None:
-        self._install_signal_handlers()
+        self._install_signal_handlers()  # type: ignore[no-untyped-call]  # RQ is unannotated
         registered = False
         wait = 0.5
         try:
