@@ -65,7 +65,7 @@ def token_list(request: HttpRequest) -> dict[str, Any]:
 
 @router.post(
     "/tokens",
-    response={201: TokenCreated, **errors(422)},
+    response={201: TokenCreated, **errors(400, 422)},
     summary="Create an API token",
     description="The raw token is in this answer only. `expires_in_days` omitted: no expiry.",
 )

@@ -81,7 +81,7 @@ ANSWERS = {
     ("POST", "/api/runs/{run_id}/cancel"): {202, 403, 404, 413},
     ("GET", "/api/runs/{run_id}/stream"): {200, 400, 404},
     ("GET", "/api/tokens"): {200},
-    ("POST", "/api/tokens"): {201, 403, 413, 422},
+    ("POST", "/api/tokens"): {201, 400, 403, 413, 422},
     ("DELETE", "/api/tokens/{token_id}"): {204, 403, 404, 422},
 }
 

@@ -93,3 +93,11 @@ def test_create_api_token_with_an_expiry(user: Any) -> None:
     token = ApiToken.objects.get()
     assert token.expires_at is not None
     assert timedelta(days=6) < token.expires_at - timezone.now() <= timedelta(days=7)
+
+
+@pytest.mark.django_db
+def test_an_unparsable_token_request_is_a_documented_400(user: Any) -> None:
+    _, raw = ApiToken.issue(user=user)
+    answer = bearer(raw).post("/api/tokens", "\x00", content_type="application/json")
+    assert answer.status_code == 400
+    assert answer.json()["error"]["code"] == "bad_request"
