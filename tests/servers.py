@@ -10,6 +10,7 @@ import os
 import pwd
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 from agentsite.core.embedded_redis import free_port, redis_server_command, wait_for_redis
@@ -121,3 +122,37 @@ class OwnPostgres:
             except RuntimeError:
                 pass  # already gone; its directory goes all the same
         shutil.rmtree(self.root, ignore_errors=True)
+
+
+def client_venv(name: str, requirement: str) -> Path:
+    """The interpreter of a virtual environment of its own holding ``requirement``.
+
+    For clients whose dependencies conflict with the app's (an older MCP SDK,
+    Microsoft Agent Framework). Built once under ``.agentsite/<name>``, aside and
+    renamed, so an interrupted install is never mistaken for a good one.
+    """
+    from tests.conftest import BASE_DIR
+
+    venv = BASE_DIR / ".agentsite" / name
+    python = venv / "bin" / "python"
+    if (venv / ".complete").exists():
+        return python
+    building = venv.with_name(f"{venv.name}.building-{os.getpid()}")
+    shutil.rmtree(building, ignore_errors=True)
+    base_python = getattr(sys, "_base_executable", sys.executable)
+    subprocess.run([base_python, "-m", "venv", str(building)], check=True)
+    subprocess.run(
+        [str(building / "bin" / "python"), "-m", "pip", "install", "-q", requirement],
+        check=True,
+        timeout=600,
+    )
+    (building / ".complete").touch()
+    shutil.rmtree(venv, ignore_errors=True)
+    try:
+        building.rename(venv)
+    except OSError:
+        # Another test run finished building the same environment first.
+        shutil.rmtree(building, ignore_errors=True)
+        if not (venv / ".complete").exists():
+            raise
+    return python

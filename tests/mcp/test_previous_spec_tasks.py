@@ -8,16 +8,14 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.conftest import BASE_DIR
+from tests.servers import client_venv
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -27,30 +25,7 @@ SCRIPT = Path(__file__).with_name("previous_spec_client.py")
 
 def mcp1_python() -> Path:
     """The interpreter of a virtual environment holding mcp==MCP1_VERSION."""
-    venv = BASE_DIR / ".agentsite" / f"mcp1-venv-{MCP1_VERSION}"
-    python = venv / "bin" / "python"
-    if (venv / ".complete").exists():
-        return python
-    # Built aside and renamed, so an interrupted install is never mistaken for a good one.
-    building = venv.with_name(f"{venv.name}.building-{os.getpid()}")
-    shutil.rmtree(building, ignore_errors=True)
-    base_python = getattr(sys, "_base_executable", sys.executable)
-    subprocess.run([base_python, "-m", "venv", str(building)], check=True)
-    subprocess.run(
-        [str(building / "bin" / "python"), "-m", "pip", "install", "-q", f"mcp=={MCP1_VERSION}"],
-        check=True,
-        timeout=600,
-    )
-    (building / ".complete").touch()
-    shutil.rmtree(venv, ignore_errors=True)
-    try:
-        building.rename(venv)
-    except OSError:
-        # Another test run finished building the same environment first.
-        shutil.rmtree(building, ignore_errors=True)
-        if not (venv / ".complete").exists():
-            raise
-    return python
+    return client_venv(f"mcp1-venv-{MCP1_VERSION}", f"mcp=={MCP1_VERSION}")
 
 
 @pytest.mark.timeout(900)

@@ -8,16 +8,14 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from agentsite.models import ApiToken
-from tests.conftest import BASE_DIR
+from tests.servers import client_venv
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -27,30 +25,7 @@ SCRIPT = Path(__file__).with_name("maf_client.py")
 
 def maf_python() -> Path:
     """The interpreter of a virtual environment holding agent-framework-openai."""
-    venv = BASE_DIR / ".agentsite" / f"maf-venv-{MAF_VERSION}"
-    python = venv / "bin" / "python"
-    if (venv / ".complete").exists():
-        return python
-    # Built aside and renamed, so an interrupted install is never mistaken for a good one.
-    building = venv.with_name(f"{venv.name}.building-{os.getpid()}")
-    shutil.rmtree(building, ignore_errors=True)
-    base_python = getattr(sys, "_base_executable", sys.executable)
-    subprocess.run([base_python, "-m", "venv", str(building)], check=True)
-    package = f"agent-framework-openai=={MAF_VERSION}"
-    subprocess.run(
-        [str(building / "bin" / "python"), "-m", "pip", "install", "-q", package],
-        check=True,
-        timeout=600,
-    )
-    (building / ".complete").touch()
-    shutil.rmtree(venv, ignore_errors=True)
-    try:
-        building.rename(venv)
-    except OSError:
-        shutil.rmtree(building, ignore_errors=True)
-        if not (venv / ".complete").exists():
-            raise
-    return python
+    return client_venv(f"maf-venv-{MAF_VERSION}", f"agent-framework-openai=={MAF_VERSION}")
 
 
 @pytest.mark.timeout(900)
