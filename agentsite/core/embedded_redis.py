@@ -29,19 +29,12 @@ def redis_server_executable() -> str:
 
 def redis_server_command(port: int, data_dir: Path) -> list[str]:
     """A redis-server on loopback that keeps nothing on disk (the database is the truth)."""
-    return [
-        redis_server_executable(),
-        "--port",
-        str(port),
-        "--bind",
-        "127.0.0.1",
-        "--save",
-        "",
-        "--appendonly",
-        "no",
-        "--dir",
-        str(data_dir),
-    ]
+    return [*_ephemeral_server(data_dir), "--port", str(port), "--bind", "127.0.0.1"]
+
+
+def _ephemeral_server(data_dir: Path) -> list[str]:
+    """redis-server, keeping nothing on disk: the database is the truth, Redis may vanish."""
+    return [redis_server_executable(), "--save", "", "--appendonly", "no", "--dir", str(data_dir)]
 
 
 # A unix socket's path must fit in sockaddr_un (108 bytes on Linux, with its NUL).
@@ -65,19 +58,13 @@ def private_redis_command(socket_path: Path, data_dir: Path) -> list[str]:
     with mode 0700 in a 0700 directory, only the user running agentsite can.
     """
     return [
-        redis_server_executable(),
+        *_ephemeral_server(data_dir),
         "--port",
         "0",
         "--unixsocket",
         str(socket_path),
         "--unixsocketperm",
         "700",
-        "--save",
-        "",
-        "--appendonly",
-        "no",
-        "--dir",
-        str(data_dir),
     ]
 
 
