@@ -10,9 +10,19 @@
    during a long stream and reconnects with its last token each time; counts
    missing and duplicated events (target 0 and 0) and the time from reconnect
    to the first replayed event.
-3. Capacity: websocket clients held by one daphne process, all following one
-   session that receives 2 events/s (every event fans out to every client), in
-   bounded steps, and daphne's resident memory per connection.
+3. Fan-out: 1,000 and 5,000 followers of one session spread over 1 and over 2
+   daphne processes, an event every 0.5 s; delivery p50/p99 (publisher's clock
+   to the follower's socket), frames missing, resident memory per connection
+   and CPU per delivered frame, next to plain Channels (a consumer that
+   forwards a channels_redis ``group_send``, bench/_fanout_raw.py) serving the
+   same followers in the same run. Targets (one process): p99 ≤ 100 ms at
+   1,000, ≤ 400 ms at 5,000, ≤ 40 KiB per connection.
+4. Reconnect storm: 1,000 followers connect at once while messages keep
+   coming; when the message posted as they began reached all of them (target
+   ≤ 10 s) and the delivery latency in those first 10 s.
+
+Followers are bench/_wsclient.py's minimal websocket clients, so that holding
+thousands costs the benchmark little next to the server it measures.
 
 Everything runs on loopback: a scratch SQLite database (or BENCH_DATABASE_URL),
 REDIS_URL or an embedded Redis, one daphne, one appending process.
@@ -22,6 +32,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import os
 import random
 import socket
@@ -42,7 +53,12 @@ from _scratch import percentile, scratch_environment  # noqa: E402
 LATENCY_EVENTS = int(os.environ.get("BENCH_STREAM_EVENTS", "300"))
 RESUME_EVENTS = int(os.environ.get("BENCH_RESUME_EVENTS", "3000"))
 DISCONNECTS = int(os.environ.get("BENCH_DISCONNECTS", "200"))
-CAPACITY_STEPS = [int(n) for n in os.environ.get("BENCH_CAPACITY", "250,500,1000,2000").split(",")]
+FANOUT_STEPS = [int(n) for n in os.environ.get("BENCH_FANOUT", "1000,5000").split(",")]
+FANOUT_PROCESSES = [int(n) for n in os.environ.get("BENCH_FANOUT_PROCESSES", "1,2").split(",")]
+FANOUT_EVENTS = int(os.environ.get("BENCH_FANOUT_EVENTS", "20"))
+STORM = int(os.environ.get("BENCH_STORM", "1000"))
+PARTS = os.environ.get("BENCH_STREAM_PARTS", "latency,resume,fanout,storm").split(",")
+APPS = {"agentsite": "agentsite.asgi:application", "raw": "_fanout_raw:application"}
 
 # The appending worker: writes events to sessions round-robin, stamping each
 # with the wall-clock time just before the append (same machine, same clock).
@@ -78,8 +94,9 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def start_daphne(scratch: Path) -> tuple[subprocess.Popen[bytes], str]:
+def start_daphne(scratch: Path, app: str = "agentsite") -> tuple[subprocess.Popen[bytes], str]:
     port = free_port()
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(BASE_DIR), str(BASE_DIR / "bench")]))
     log = open(scratch / "daphne.log", "ab")  # open as long as daphne runs
     proc = subprocess.Popen(
         [
@@ -92,10 +109,10 @@ def start_daphne(scratch: Path) -> tuple[subprocess.Popen[bytes], str]:
             str(port),
             "-v",
             "0",
-            "agentsite.asgi:application",
+            APPS[app],
         ],
         cwd=BASE_DIR,
-        env=dict(os.environ),
+        env=env,
         stdout=log,
         stderr=subprocess.STDOUT,
         start_new_session=True,
@@ -228,61 +245,211 @@ async def bench_resume(
     return missing, duplicated, first_frame, disconnects
 
 
-async def bench_capacity(base: str, session: Any, api_token: str, daphne_pid: int) -> None:
-    clients: list[Any] = []
-    baseline = rss_kib(daphne_pid)
-    print(f"daphne RSS before clients: {baseline / 1024:.1f} MiB")
-    from sessions.tokens import session_token
+# --- fan-out and reconnect storms ------------------------------------------------------------
 
-    proc = appender([session.id], 10**6, 0.5)  # a steady stream while clients pile up
-    try:
-        for target in CAPACITY_STEPS:
-            failures = 0
-            while len(clients) < target:
-                batch = min(50, target - len(clients))
-                # Join at the live edge: this measures holding streams, not replaying them.
-                edge = await asyncio.to_thread(session_last_seq, session.id)
-                after = session_token(session_id=session.id, owner_id=session.owner_id, seq=edge)
-                opened = await asyncio.gather(
-                    *(ws_connect(base, session.id, api_token, after) for _ in range(batch)),
-                    return_exceptions=True,
-                )
-                clients += [c for c in opened if not isinstance(c, BaseException)]
-                errors = [c for c in opened if isinstance(c, BaseException)]
-                if errors and not failures:
-                    print(f"first connect failure: {errors[0]!r}")
-                failures += len(errors)
-                if failures > 50:
-                    break
-            # Every client must still be receiving: wait for a new event on each.
-            last_seq = await asyncio.to_thread(session_last_seq, session.id)
-            live = await asyncio.gather(
-                *(asyncio.wait_for(next_live_frame(ws, last_seq), 30) for ws in clients),
+
+class Stack:
+    """``count`` daphne processes serving ``app``, the followers' addresses, and their cost."""
+
+    def __init__(self, scratch: Path, app: str, count: int) -> None:
+        self.app = app
+        self.procs: list[subprocess.Popen[bytes]] = []
+        self.ports: list[int] = []
+        for _ in range(count):
+            proc, base = start_daphne(scratch, app)
+            self.procs.append(proc)
+            self.ports.append(int(base.rsplit(":", 1)[1]))
+        self.rss_before = sum(rss_kib(p.pid) for p in self.procs)
+
+    def rss_per_connection(self, connections: int) -> float:
+        return (sum(rss_kib(p.pid) for p in self.procs) - self.rss_before) / max(1, connections)
+
+    def cpu_s(self) -> float:
+        return sum(cpu_seconds(p.pid) for p in self.procs)
+
+    def stop(self) -> None:
+        for proc in self.procs:
+            proc.terminate()
+        for proc in self.procs:
+            try:
+                proc.wait(10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+
+
+def cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+class Target:
+    """Where followers of one stream connect, and the process that publishes to it."""
+
+    def __init__(self, stack: Stack, session: Any = None, api_token: str = "") -> None:
+        self.stack = stack
+        self.session = session
+        self.api_token = api_token
+
+    def path_and_headers(self) -> tuple[str, dict[str, str]]:
+        if self.session is None:
+            return "/ws/raw/", {}
+        from sessions.tokens import session_token
+
+        edge = session_last_seq(self.session.id)
+        after = session_token(session_id=self.session.id, owner_id=self.session.owner_id, seq=edge)
+        protocols = f"agentsite, agentsite.bearer.{self.api_token}"
+        return f"/ws/sessions/{self.session.id}/?after={after}", {
+            "Sec-WebSocket-Protocol": protocols
+        }
+
+    def publisher(self, count: int, pause: float) -> subprocess.Popen[bytes]:
+        if self.session is None:
+            return subprocess.Popen(
+                # As a module, so that the project (not bench/jobs.py) is ``jobs``.
+                [sys.executable, "-m", "_fanout_raw", str(count), str(pause)],
+                cwd=BASE_DIR,
+                env=dict(os.environ, PYTHONPATH=str(BASE_DIR / "bench")),
+            )
+        return appender([self.session.id], count, pause)
+
+    async def open(self, count: int, batch: int) -> tuple[list[Any], int]:
+        """``count`` followers spread over the stack's processes, ``batch`` connecting at once."""
+        from _wsclient import follow
+
+        path, headers = await asyncio.to_thread(self.path_and_headers)
+        ports = self.stack.ports
+        followers: list[Any] = []
+        failures = 0
+        for first in range(0, count, batch):
+            opened = await asyncio.gather(
+                *(
+                    follow("127.0.0.1", ports[i % len(ports)], path, headers, timeout=120)
+                    for i in range(first, min(count, first + batch))
+                ),
                 return_exceptions=True,
             )
-            latencies = [r for r in live if isinstance(r, float)]
-            ok = len(latencies)
-            rss = rss_kib(daphne_pid)
-            per = (rss - baseline) / max(1, len(clients))
-            print(
-                f"{len(clients):5d} clients open, {ok:5d} receiving live events, "
-                f"{failures} failed to connect; delivery {ms(latencies or [0.0])}; "
-                f"daphne RSS {rss / 1024:7.1f} MiB, {per:6.1f} KiB per connection"
+            followers += [f for f in opened if not isinstance(f, BaseException)]
+            errors = [f for f in opened if isinstance(f, BaseException)]
+            if errors and not failures:
+                print(f"    first connect failure: {errors[0]!r}")
+            failures += len(errors)
+        return followers, failures
+
+
+def delivery(followers: list[Any], after: float = 0.0) -> tuple[list[float], int]:
+    """Latencies of the frames published after ``after``, and how many frames arrived."""
+    latencies = [at - t for f in followers for at, t in f.arrivals if t >= after]
+    return latencies, sum(len(f.arrivals) for f in followers)
+
+
+async def fanout_step(target: Target, followers: int, events: int) -> dict[str, float]:
+    opened, failures = await target.open(followers, batch=100)
+    await asyncio.sleep(1.0)
+    rss = target.stack.rss_per_connection(len(opened))
+    cpu = target.stack.cpu_s()
+    proc = target.publisher(events, 0.5)
+    await asyncio.to_thread(proc.wait)
+    await asyncio.sleep(2.0)
+    cpu = target.stack.cpu_s() - cpu
+    latencies, arrived = delivery(opened)
+    for follower in opened:
+        follower.close()
+    expected = len(opened) * events
+    return {
+        "open": len(opened),
+        "failures": failures,
+        "p50": statistics.median(latencies or [float("nan")]),
+        "p99": percentile(latencies, 0.99) if latencies else float("nan"),
+        "missing": expected - arrived,
+        "rss_kib": rss,
+        "cpu_us_per_frame": 1e6 * cpu / max(1, arrived),
+    }
+
+
+async def storm(target: Target, followers: int, events: int) -> dict[str, float]:
+    """``followers`` connect at once while a message is published every 0.5 s."""
+    started = time.time()
+    proc = target.publisher(events, 0.5)
+    opened, failures = await target.open(followers, batch=followers)
+    connected = time.time() - started
+    await asyncio.to_thread(proc.wait)
+    await asyncio.sleep(2.0)
+    for follower in opened:
+        follower.close()
+    first_t = min((t for f in opened for _, t in f.arrivals), default=started)
+    # The first message, posted as the storm began: when had every follower got it?
+    reached = [min((at for at, t in f.arrivals if t == first_t), default=math.inf) for f in opened]
+    during = [at - t for f in opened for at, t in f.arrivals if t < started + 10]
+    return {
+        "open": len(opened),
+        "failures": failures,
+        "connected_s": connected,
+        "first_reached_all_s": max(reached, default=float("inf")) - first_t,
+        "p50": statistics.median(during or [float("nan")]),
+        "p99": percentile(during, 0.99) if during else float("nan"),
+    }
+
+
+def fanout_line(name: str, procs: int, step: int, r: dict[str, float]) -> str:
+    return (
+        f"  {name:9s} {step:5d} followers / {procs} daphne: p50 {1000 * r['p50']:7.1f} ms  "
+        f"p99 {1000 * r['p99']:7.1f} ms  missing {int(r['missing'])}  "
+        f"{r['rss_kib']:5.1f} KiB/conn  {r['cpu_us_per_frame']:5.1f} µs CPU/frame"
+        + (f"  ({int(r['failures'])} failed to connect)" if r["failures"] else "")
+    )
+
+
+def bench_fanout(scratch: Path, user: Any, api_token: str) -> None:
+    from sessions.models import AgentSession
+
+    targets = {1_000: 0.100, 5_000: 0.400}
+    for procs in FANOUT_PROCESSES:
+        for step in FANOUT_STEPS:
+            results = {}
+            for name in ("raw", "agentsite"):
+                stack = Stack(scratch, name, procs)
+                try:
+                    session = (
+                        AgentSession.objects.create(owner=user) if name == "agentsite" else None
+                    )
+                    target = Target(stack, session, api_token)
+                    results[name] = asyncio.run(fanout_step(target, step, FANOUT_EVENTS))
+                finally:
+                    stack.stop()
+                print(fanout_line(name, procs, step, results[name]), flush=True)
+            ours, raw = results["agentsite"], results["raw"]
+            verdict = ""
+            if procs == 1 and step in targets:
+                ok = ours["p99"] <= targets[step] and ours["rss_kib"] <= 40 and not ours["missing"]
+                verdict = (
+                    f"; target p99 ≤ {1000 * targets[step]:.0f} ms, ≤ 40 KiB, 0 missing: "
+                    f"{'met' if ok else 'MISSED'}"
+                )
+            print(f"  → p99 {ours['p99'] / raw['p99']:.2f}x raw Channels{verdict}", flush=True)
+
+
+def bench_storm(scratch: Path, user: Any, api_token: str) -> None:
+    from sessions.models import AgentSession
+
+    for name in ("raw", "agentsite"):
+        stack = Stack(scratch, name, 1)
+        try:
+            session = AgentSession.objects.create(owner=user) if name == "agentsite" else None
+            r = asyncio.run(storm(Target(stack, session, api_token), STORM, 30))
+        finally:
+            stack.stop()
+        line = (
+            f"  {name:9s} {int(r['open'])} followers at once: all connected after "
+            f"{r['connected_s']:5.1f} s; delivery in the first 10 s p50 {1000 * r['p50']:7.1f} ms "
+            f"p99 {1000 * r['p99']:7.1f} ms"
+        )
+        if name == "agentsite":
+            settled = r["first_reached_all_s"]
+            line += (
+                f"; the message posted as they connected reached all after {settled:5.1f} s "
+                f"(target ≤ 10 s: {'met' if settled <= 10 and not r['failures'] else 'MISSED'})"
             )
-            if failures > 50 or ok < len(clients):
-                print(f"stopped: one daphne held {ok} streaming clients")
-                break
-    finally:
-        proc.kill()
-        await asyncio.gather(*(ws.close() for ws in clients), return_exceptions=True)
-
-
-async def next_live_frame(ws: Any, after_seq: int) -> float:
-    """Read through the backlog to the first event appended after ``after_seq``; its latency."""
-    while True:
-        frame = json.loads(await ws.recv())
-        if "seq" in frame and frame["seq"] > after_seq:
-            return time.time() - frame["payload"]["t"]
+        print(line + (f" ({int(r['failures'])} failed)" if r["failures"] else ""), flush=True)
 
 
 # --- main ---------------------------------------------------------------------------
@@ -306,28 +473,32 @@ def main() -> int:
     daphne, base = start_daphne(scratch)
     owned.append(daphne)
     try:
-        raw = asyncio.run(redis_round_trip(LATENCY_EVENTS))
-        print(f"raw Redis PUBLISH→SUBSCRIBE       {ms(raw)}")
-        for streams, target in ((1, 0.050), (20, 0.150)):
-            sessions = [AgentSession.objects.create(owner=user) for _ in range(streams)]
-            lat = asyncio.run(bench_latency(base, sessions, api_token))
-            p99 = percentile(lat, 0.99)
+        if "latency" in PARTS:
+            raw = asyncio.run(redis_round_trip(LATENCY_EVENTS))
+            print(f"raw Redis PUBLISH→SUBSCRIBE       {ms(raw)}")
+            for streams, target in ((1, 0.050), (20, 0.150)):
+                sessions = [AgentSession.objects.create(owner=user) for _ in range(streams)]
+                lat = asyncio.run(bench_latency(base, sessions, api_token))
+                p99 = percentile(lat, 0.99)
+                print(
+                    f"append→websocket, {streams:2d} stream(s)  {ms(lat)}  "
+                    f"(p99 {p99 / percentile(raw, 0.99):5.1f}x raw Redis; "
+                    f"target ≤ {1000 * target:.0f} ms: "
+                    f"{'met' if p99 <= target else 'MISSED'})"
+                )
+        if "resume" in PARTS:
+            session = AgentSession.objects.create(owner=user)
+            missing, duplicated, first, drops = asyncio.run(bench_resume(base, session, api_token))
             print(
-                f"append→websocket, {streams:2d} stream(s)  {ms(lat)}  "
-                f"(p99 {p99 / percentile(raw, 0.99):5.1f}x raw Redis; "
-                f"target ≤ {1000 * target:.0f} ms: "
-                f"{'met' if p99 <= target else 'MISSED'})"
+                f"resume: {drops} disconnects over {RESUME_EVENTS} events: {missing} missing, "
+                f"{duplicated} duplicated (target 0 and 0); reconnect→first event {ms(first)}"
             )
-
-        session = AgentSession.objects.create(owner=user)
-        missing, duplicated, first, drops = asyncio.run(bench_resume(base, session, api_token))
-        print(
-            f"resume: {drops} disconnects over {RESUME_EVENTS} events: {missing} missing, "
-            f"{duplicated} duplicated (target 0 and 0); reconnect→first event {ms(first)}"
-        )
-
-        session = AgentSession.objects.create(owner=user)
-        asyncio.run(bench_capacity(base, session, api_token, daphne.pid))
+        if "fanout" in PARTS:
+            print("fan-out: one session's events to many followers, against plain Channels")
+            bench_fanout(scratch, user, api_token)
+        if "storm" in PARTS:
+            print(f"reconnect storm: {STORM} followers of one session connect at once")
+            bench_storm(scratch, user, api_token)
     finally:
         for proc in owned:
             proc.terminate()
