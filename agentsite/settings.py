@@ -248,6 +248,8 @@ AGENTSITE_TURN_DB_THREADS = env_int(
     "AGENTSITE_TURN_DB_THREADS", 1 if _database["ENGINE"].endswith("sqlite3") else 8
 )
 AGENTSITE_TURN_TOOL_THREADS = env_int("AGENTSITE_TURN_TOOL_THREADS", 8)
+# Threads of a web process that read session logs for its streams, each keeping a connection.
+AGENTSITE_STREAM_READ_THREADS = env_int("AGENTSITE_STREAM_READ_THREADS", 4)
 # On SIGTERM a turn worker lets running turns finish for this long, then hands
 # the rest back to the queue for another worker.
 AGENTSITE_TURN_STOP_GRACE_S = env_float("AGENTSITE_TURN_STOP_GRACE_S", 10.0)

@@ -38,7 +38,7 @@ IDLE_CHECK_S = 30.0
 MAX_FRAME_CHARS = 64 * 1024
 MAX_MESSAGE_CHARS = 32_000
 CLIENT_FRAME_TYPES = frozenset({"message", "stop_job", "interrupt", "ping"})
-LIVE_TYPES = frozenset({"session.event", streams.SYNC_TYPE})
+LIVE_TYPES = frozenset({"session.event"})
 
 
 # --- what a client sends -------------------------------------------------------------------
@@ -199,10 +199,11 @@ class SessionConsumer(AsyncWebsocketConsumer):
         protocols = self.scope.get("subprotocols", [])
         await self.accept(SUBPROTOCOL if SUBPROTOCOL in protocols else None)
         raw_token = offered_api_token(self.scope)
-        self.user = await token_user(raw_token) if raw_token else self.scope.get("user")
+        user = await token_user(raw_token) if raw_token else self.scope.get("user")
         self.by_cookie = not raw_token
-        if self.user is None or not self.user.is_authenticated:
+        if user is None or not user.is_authenticated:
             return await self.close(CLOSE_UNAUTHENTICATED)
+        self.user: AbstractBaseUser = user
         session_id = self.scope["url_route"]["kwargs"]["session_id"]
         try:
             self.session = await streams.session_read(owner=self.user, session_id=session_id)
@@ -222,13 +223,13 @@ class SessionConsumer(AsyncWebsocketConsumer):
         group = self.session.group_name
         await self.channel_layer.group_add(group, self.channel_name)
         nonce = streams.follower_join(group)
-        self.forwarder = asyncio.create_task(self.forward(group, nonce))
+        self.forwarder = asyncio.create_task(self.forward(group))
         if nonce is not None:
             await self.channel_layer.group_send(group, streams.sync_message(nonce))
 
-    async def forward(self, group: str, nonce: str | None) -> None:
+    async def forward(self, group: str) -> None:
         try:
-            async for frame in streams.follow(self.tail, self.live, group, nonce, IDLE_CHECK_S):
+            async for frame in streams.follow(self.tail, self.live, group, IDLE_CHECK_S):
                 if frame is not None:
                     await self.send(text_data=json.dumps(frame, separators=(",", ":")))
         except Exception:
@@ -240,6 +241,8 @@ class SessionConsumer(AsyncWebsocketConsumer):
         # stale database connections, a thread hop per message that fan-out multiplies.
         if message["type"] in LIVE_TYPES:
             await self.enqueue(cast(LiveMessage, message))
+        elif message["type"] == streams.SYNC_TYPE:
+            streams.sync_arrived(message["nonce"])
         else:
             await super().dispatch(message)
 

@@ -87,7 +87,7 @@ async def sse_body(
     """The event stream: frames as SSE events, comments as heartbeats."""
     yield f"retry: 2000\n: following {tail.session_id} after seq {tail.cursor}\n\n"
     async with LayerFollower(group) as live:
-        async for frame in follow(tail, live.queue, group, live.nonce, heartbeat_s()):
+        async for frame in follow(tail, live.queue, group, heartbeat_s()):
             if live.overflowed:
                 return  # too slow: the client reconnects with Last-Event-ID
             if frame is None:

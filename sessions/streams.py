@@ -19,15 +19,19 @@ This is the core both edges share: it knows no HTTP.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import functools
 import logging
 import uuid
-from collections.abc import AsyncIterator
-from typing import TypedDict, cast
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import ParamSpec, TypedDict, TypeVar, cast
 
-from channels.db import database_sync_to_async
+from asgiref.sync import sync_to_async
 from channels.layers import get_channel_layer
+from django.conf import settings
+from django.db import DEFAULT_DB_ALIAS, connections
 
+from agentsite.core.database import DATABASE_AWAY
 from agentsite.core.queries import get_or_none
 from sessions.models import Event, Run
 from sessions.payloads import (
@@ -41,6 +45,8 @@ from sessions.services import run_for, session_for
 from sessions.tokens import run_token, session_token
 
 log = logging.getLogger(__name__)
+P = ParamSpec("P")
+T = TypeVar("T")
 
 REPLAY_PAGE = 200
 # Live notifications a follower may hold before it counts as too slow; it is
@@ -70,9 +76,35 @@ class EventRow(TypedDict):
 
 # --- log access ------------------------------------------------------------------------
 
-# Reads for many connections at once run in parallel threads rather than
-# queueing on the one thread-sensitive executor.
-log_read = functools.partial(database_sync_to_async, thread_sensitive=False)
+# Stream reads run on threads of their own, never behind the thread-sensitive
+# executor, a tool or a request. Each thread keeps its database connection
+# between reads: opening one (on SQLite: the file, its pragmas, Django's SQL
+# functions) cost more than the reads themselves, three of them per follower
+# that connects, which made a reconnect storm of 1,000 followers take most of a
+# minute of CPU (bench/stream.py). The threads are few, so are the connections.
+_readers = concurrent.futures.ThreadPoolExecutor(
+    settings.AGENTSITE_STREAM_READ_THREADS, thread_name_prefix="stream-read"
+)
+
+
+def log_read(fn: Callable[P, T]) -> Callable[P, Awaitable[T]]:
+    """``fn`` as a coroutine function that runs on a stream-read thread."""
+
+    @functools.wraps(fn)
+    async def read(*args: P.args, **kwargs: P.kwargs) -> T:
+        call = functools.partial(_read, fn, *args, **kwargs)
+        result: T = await sync_to_async(call, thread_sensitive=False, executor=_readers)()
+        return result
+
+    return read
+
+
+def _read(fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
+    try:
+        return fn(*args, **kwargs)
+    except DATABASE_AWAY:
+        connections[DEFAULT_DB_ALIAS].close()  # broken by a restart: the next read reconnects
+        raise
 
 
 # The ownership rules (``sessions.services``), read the same way: not found is NotFound.
@@ -174,12 +206,15 @@ CHECK_MESSAGE: StreamCheckMessage = {"type": "stream.check"}
 
 
 # Followers of a group in one process share one Redis subscription (per event
-# loop). Once one marker has come back through it, later followers of the same
-# group need no marker of their own while the subscription lasts, that is while
-# a local follower remains: this keeps N followers of one session from costing
-# N² marker deliveries.
+# loop). Once one marker has come back through it, the subscription is proven
+# live for every local follower of the group, present or future, as long as one
+# remains. Followers that join while a marker is on its way wait for that one
+# rather than send their own: 1,000 followers connecting at once then cost one
+# marker, not 1,000 markers delivered 1,000 times each.
 _local_followers: dict[tuple[int, str], int] = {}
 _proven_groups: set[tuple[int, str]] = set()
+_pending_proofs: dict[tuple[int, str], tuple[str, asyncio.Future[None]]] = {}
+_nonce_groups: dict[str, tuple[int, str]] = {}
 
 
 def _group_key(group: str) -> tuple[int, str]:
@@ -187,17 +222,44 @@ def _group_key(group: str) -> tuple[int, str]:
 
 
 def follower_join(group: str) -> str | None:
-    """Count a local follower (after its ``group_add``); the marker nonce it must wait for,
-    or None when the group's subscription is already proven live."""
+    """Count a local follower (after its ``group_add``); the nonce of the marker it must
+    send, or None when the group is proven or a marker is already on its way."""
     key = _group_key(group)
     _local_followers[key] = _local_followers.get(key, 0) + 1
-    return None if key in _proven_groups else new_nonce()
+    if key in _proven_groups or key in _pending_proofs:
+        return None
+    nonce = new_nonce()
+    _pending_proofs[key] = (nonce, asyncio.get_running_loop().create_future())
+    _nonce_groups[nonce] = key
+    return nonce
 
 
-def follower_proven(group: str) -> None:
-    key = _group_key(group)
+def sync_arrived(nonce: str) -> None:
+    """A marker came back to a local follower: its group's subscription is live."""
+    key = _nonce_groups.pop(nonce, None)
+    if key is None:
+        return  # another process's marker, or one already counted
     if key in _local_followers:
         _proven_groups.add(key)
+    nonce_and_proof = _pending_proofs.pop(key, None)
+    if nonce_and_proof is not None and not nonce_and_proof[1].done():
+        nonce_and_proof[1].set_result(None)
+
+
+async def follower_wait(group: str) -> None:
+    """Return once the group's subscription is proven live (or after BARRIER_TIMEOUT_S)."""
+    key = _group_key(group)
+    pending = _pending_proofs.get(key)
+    if pending is None:
+        return
+    try:
+        async with asyncio.timeout(BARRIER_TIMEOUT_S):
+            await asyncio.shield(pending[1])
+    except TimeoutError:
+        log.warning("stream marker for %s did not come back; replaying anyway", group)
+        if _pending_proofs.get(key) is pending:  # the next follower sends a new one
+            del _pending_proofs[key]
+            _nonce_groups.pop(pending[0], None)
 
 
 def follower_leave(group: str) -> None:
@@ -206,38 +268,30 @@ def follower_leave(group: str) -> None:
     left = _local_followers.get(key, 1) - 1
     if left > 0:
         _local_followers[key] = left
-    else:
-        _local_followers.pop(key, None)
-        _proven_groups.discard(key)
+        return
+    _local_followers.pop(key, None)
+    _proven_groups.discard(key)
+    pending = _pending_proofs.pop(key, None)
+    if pending is not None:
+        _nonce_groups.pop(pending[0], None)
+        pending[1].cancel()
 
 
 async def follow(
-    tail: LogTail,
-    live: asyncio.Queue[LiveMessage],
-    group: str,
-    nonce: str | None,
-    idle_s: float,
+    tail: LogTail, live: asyncio.Queue[LiveMessage], group: str, idle_s: float
 ) -> AsyncIterator[Frame | None]:
-    """Replay, then live. ``live`` receives the group's messages (after our marker, if any).
+    """Replay, then live. ``live`` receives the group's messages from the ``group_add`` on.
 
     Yields ``None`` once caught up with the log and after each ``idle_s`` without
     traffic (a heartbeat); an idle follower re-reads the log, so a notification
     lost by Redis costs latency, never data.
     """
-    early: list[LiveMessage] = []
-    try:
-        async with asyncio.timeout(BARRIER_TIMEOUT_S):
-            while nonce is not None and (arrived := await live.get()) != sync_message(nonce):
-                early.append(arrived)
-        follower_proven(group)
-    except TimeoutError:
-        log.warning("stream marker for %s did not come back; replaying anyway", tail.session_id)
+    await follower_wait(group)
     async for frame in tail.replay():
         yield frame
     yield None  # caught up
-    pending = iter(early)
     while True:
-        message = next(pending, None) or await live_next(live, idle_s)
+        message = await live_next(live, idle_s)
         if message is None:
             yield None
             message = CHECK_MESSAGE
@@ -273,22 +327,24 @@ class LayerFollower:
         self.layer = get_channel_layer()
         self.queue: asyncio.Queue[LiveMessage] = asyncio.Queue(maxsize=LIVE_QUEUE_MAX)
         self.overflowed = False
-        self.nonce: str | None = None
 
     async def __aenter__(self) -> LayerFollower:
         assert self.layer is not None, "CHANNEL_LAYERS is not configured"
         self.channel = await self.layer.new_channel()
         await self.layer.group_add(self.group, self.channel)
-        self.nonce = follower_join(self.group)
+        nonce = follower_join(self.group)
         self.reader = asyncio.create_task(self.read())
-        if self.nonce is not None:
-            await self.layer.group_send(self.group, sync_message(self.nonce))
+        if nonce is not None:
+            await self.layer.group_send(self.group, sync_message(nonce))
         return self
 
     async def read(self) -> None:
         assert self.layer is not None
         while True:
             message = await self.layer.receive(self.channel)
+            if message["type"] == SYNC_TYPE:
+                sync_arrived(message["nonce"])
+                continue
             try:
                 self.queue.put_nowait(message)
             except asyncio.QueueFull:
