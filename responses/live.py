@@ -87,7 +87,7 @@ async def response_events(
     )
     group = f"{AgentSession.group_prefix()}{response.session_id}"
     async with LayerFollower(group) as live:
-        async for frame in follow(tail, live.queue, group, idle_s()):
+        async for frame in follow(tail, live.queue, live.subscription, idle_s()):
             if live.overflowed:
                 return  # too slow: the client resumes with starting_after
             if frame is None:

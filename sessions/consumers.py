@@ -18,6 +18,7 @@ from channels.generic.websocket import AsyncWebsocketConsumer
 from django.contrib.auth.models import AbstractBaseUser
 
 from agentsite.auth import user_for_token
+from agentsite.core import fanout
 from agentsite.core.errors import DomainError
 from sessions import services, streams
 from sessions.models import AgentSession
@@ -38,7 +39,6 @@ IDLE_CHECK_S = 30.0
 MAX_FRAME_CHARS = 64 * 1024
 MAX_MESSAGE_CHARS = 32_000
 CLIENT_FRAME_TYPES = frozenset({"message", "stop_job", "interrupt", "ping"})
-LIVE_TYPES = frozenset({"session.event"})
 
 
 # --- what a client sends -------------------------------------------------------------------
@@ -220,41 +220,30 @@ class SessionConsumer(AsyncWebsocketConsumer):
             return await self.close(CLOSE_NOT_FOUND)
         self.tail = streams.LogTail(session_id=session_id, owner_id=self.user.pk, after=after)
         self.live: asyncio.Queue[LiveMessage] = asyncio.Queue(maxsize=self.live_queue_max)
-        group = self.session.group_name
-        await self.channel_layer.group_add(group, self.channel_name)
-        nonce = streams.follower_join(group)
-        self.forwarder = asyncio.create_task(self.forward(group))
-        if nonce is not None:
-            await self.channel_layer.group_send(group, streams.sync_message(nonce))
+        self.subscription = fanout.join(self.session.group_name, self.enqueue)
+        self.forwarder = asyncio.create_task(self.forward())
 
-    async def forward(self, group: str) -> None:
+    async def forward(self) -> None:
         try:
-            async for frame in streams.follow(self.tail, self.live, group, IDLE_CHECK_S):
+            async for frame in streams.follow(
+                self.tail, self.live, self.subscription, IDLE_CHECK_S
+            ):
                 if frame is not None:
-                    await self.send(text_data=json.dumps(frame, separators=(",", ":")))
+                    await self.send(text_data=streams.frame_json(frame))
         except Exception:
             log.exception("stream of %s failed", self.tail.session_id)
             await self.close(1011)
 
-    async def dispatch(self, message: dict[str, Any]) -> None:
-        # Live notifications only go into memory: skip the base class's sweep of
-        # stale database connections, a thread hop per message that fan-out multiplies.
-        if message["type"] in LIVE_TYPES:
-            await self.enqueue(cast(LiveMessage, message))
-        elif message["type"] == streams.SYNC_TYPE:
-            streams.sync_arrived(message["nonce"])
-        else:
-            await super().dispatch(message)
-
-    async def enqueue(self, message: LiveMessage) -> None:
+    def enqueue(self, message: dict[str, Any]) -> None:
+        """Take a live message of the session's group (from the process's shared feed)."""
         if self.forwarder is None or self.forwarder.done():
             return
         try:
-            self.live.put_nowait(message)
+            self.live.put_nowait(cast(LiveMessage, message))
         except asyncio.QueueFull:
             # Falling behind: cut the client off rather than buffer without bound.
             self.forwarder.cancel()
-            await self.close(CLOSE_TOO_SLOW)
+            self.closing = asyncio.create_task(self.close(CLOSE_TOO_SLOW))
 
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
         if self.forwarder is None:
@@ -275,7 +264,6 @@ class SessionConsumer(AsyncWebsocketConsumer):
         if self.forwarder is None:
             return
         self.forwarder.cancel()
-        streams.follower_leave(self.session.group_name)
-        await self.channel_layer.group_discard(self.session.group_name, self.channel_name)
+        await self.subscription.leave()
         if self.by_cookie:
             await session_mark_seen(session_id=self.session.id, seq=self.tail.cursor)

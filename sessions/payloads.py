@@ -127,17 +127,10 @@ class SessionEventMessage(TypedDict):
     created_at: str
 
 
-class StreamSyncMessage(TypedDict):
-    """``stream.sync``: the marker a new follower sends its group and waits to see back."""
-
-    type: Literal["stream.sync"]
-    nonce: str
-
-
 class StreamCheckMessage(TypedDict):
     """``stream.check``: a follower's own nudge to read the log (idle, or a client's ping)."""
 
     type: Literal["stream.check"]
 
 
-LiveMessage = SessionEventMessage | StreamSyncMessage | StreamCheckMessage
+LiveMessage = SessionEventMessage | StreamCheckMessage

@@ -7,7 +7,6 @@ write the core's frames as ``text/event-stream`` events.
 
 from __future__ import annotations
 
-import json
 from collections.abc import AsyncIterator
 
 from asgiref.sync import sync_to_async
@@ -24,6 +23,7 @@ from sessions.streams import (
     LayerFollower,
     LogTail,
     follow,
+    frame_json,
     run_is_finished,
     run_read,
     session_read,
@@ -78,7 +78,7 @@ def heartbeat_s() -> float:
 
 
 def sse_event(frame: Frame) -> str:
-    return f"id: {frame['token']}\ndata: {json.dumps(frame, separators=(',', ':'))}\n\n"
+    return f"id: {frame['token']}\ndata: {frame_json(frame)}\n\n"
 
 
 async def sse_body(
@@ -87,7 +87,7 @@ async def sse_body(
     """The event stream: frames as SSE events, comments as heartbeats."""
     yield f"retry: 2000\n: following {tail.session_id} after seq {tail.cursor}\n\n"
     async with LayerFollower(group) as live:
-        async for frame in follow(tail, live.queue, group, heartbeat_s()):
+        async for frame in follow(tail, live.queue, live.subscription, heartbeat_s()):
             if live.overflowed:
                 return  # too slow: the client reconnects with Last-Event-ID
             if frame is None:

@@ -21,16 +21,16 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import functools
+import json
 import logging
-import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import ParamSpec, TypedDict, TypeVar, cast
+from typing import Any, ParamSpec, TypedDict, TypeVar, cast
 
 from asgiref.sync import sync_to_async
-from channels.layers import get_channel_layer
 from django.conf import settings
 from django.db import DEFAULT_DB_ALIAS, connections
 
+from agentsite.core import fanout
 from agentsite.core.database import DATABASE_AWAY
 from agentsite.core.queries import get_or_none
 from sessions.models import Event, Run
@@ -39,7 +39,6 @@ from sessions.payloads import (
     LiveMessage,
     SessionEventMessage,
     StreamCheckMessage,
-    StreamSyncMessage,
 )
 from sessions.services import run_for, session_for
 from sessions.tokens import run_token, session_token
@@ -53,7 +52,6 @@ REPLAY_PAGE = 200
 # then cut off and resumes from its last token instead of growing in memory.
 LIVE_QUEUE_MAX = 1000
 BARRIER_TIMEOUT_S = 2.0
-SYNC_TYPE = "stream.sync"
 
 
 class Frame(TypedDict):
@@ -143,6 +141,23 @@ def frame_token(kind: str, bound_id: str, owner_id: int, seq: int) -> str:
     return run_token(run_id=bound_id, owner_id=owner_id, seq=seq)
 
 
+# Frames as JSON text, by token (one per event and follower kind): every local
+# follower of a session is sent the same text, encoded once.
+_frame_texts: dict[str, str] = {}
+FRAME_TEXTS_MAX = 4096
+
+
+def frame_json(frame: Frame) -> str:
+    """``frame`` as the compact JSON a websocket frame or an SSE ``data:`` line carries."""
+    text = _frame_texts.get(frame["token"])
+    if text is None:
+        text = json.dumps(frame, separators=(",", ":"))
+        if len(_frame_texts) >= FRAME_TEXTS_MAX:
+            del _frame_texts[next(iter(_frame_texts))]
+        _frame_texts[frame["token"]] = text
+    return text
+
+
 class LogTail:
     """A client's position in a session's log (optionally one run's share of it).
 
@@ -198,95 +213,22 @@ class LogTail:
             yield self.frame(message)
 
 
-def sync_message(nonce: str) -> StreamSyncMessage:
-    return {"type": "stream.sync", "nonce": nonce}
-
-
 CHECK_MESSAGE: StreamCheckMessage = {"type": "stream.check"}
 
 
-# Followers of a group in one process share one Redis subscription (per event
-# loop). Once one marker has come back through it, the subscription is proven
-# live for every local follower of the group, present or future, as long as one
-# remains. Followers that join while a marker is on its way wait for that one
-# rather than send their own: 1,000 followers connecting at once then cost one
-# marker, not 1,000 markers delivered 1,000 times each.
-_local_followers: dict[tuple[int, str], int] = {}
-_proven_groups: set[tuple[int, str]] = set()
-_pending_proofs: dict[tuple[int, str], tuple[str, asyncio.Future[None]]] = {}
-_nonce_groups: dict[str, tuple[int, str]] = {}
-
-
-def _group_key(group: str) -> tuple[int, str]:
-    return (id(asyncio.get_running_loop()), group)
-
-
-def follower_join(group: str) -> str | None:
-    """Count a local follower (after its ``group_add``); the nonce of the marker it must
-    send, or None when the group is proven or a marker is already on its way."""
-    key = _group_key(group)
-    _local_followers[key] = _local_followers.get(key, 0) + 1
-    if key in _proven_groups or key in _pending_proofs:
-        return None
-    nonce = new_nonce()
-    _pending_proofs[key] = (nonce, asyncio.get_running_loop().create_future())
-    _nonce_groups[nonce] = key
-    return nonce
-
-
-def sync_arrived(nonce: str) -> None:
-    """A marker came back to a local follower: its group's subscription is live."""
-    key = _nonce_groups.pop(nonce, None)
-    if key is None:
-        return  # another process's marker, or one already counted
-    if key in _local_followers:
-        _proven_groups.add(key)
-    nonce_and_proof = _pending_proofs.pop(key, None)
-    if nonce_and_proof is not None and not nonce_and_proof[1].done():
-        nonce_and_proof[1].set_result(None)
-
-
-async def follower_wait(group: str) -> None:
-    """Return once the group's subscription is proven live (or after BARRIER_TIMEOUT_S)."""
-    key = _group_key(group)
-    pending = _pending_proofs.get(key)
-    if pending is None:
-        return
-    try:
-        async with asyncio.timeout(BARRIER_TIMEOUT_S):
-            await asyncio.shield(pending[1])
-    except TimeoutError:
-        log.warning("stream marker for %s did not come back; replaying anyway", group)
-        if _pending_proofs.get(key) is pending:  # the next follower sends a new one
-            del _pending_proofs[key]
-            _nonce_groups.pop(pending[0], None)
-
-
-def follower_leave(group: str) -> None:
-    """Uncount a follower (before its ``group_discard``, which may end the subscription)."""
-    key = _group_key(group)
-    left = _local_followers.get(key, 1) - 1
-    if left > 0:
-        _local_followers[key] = left
-        return
-    _local_followers.pop(key, None)
-    _proven_groups.discard(key)
-    pending = _pending_proofs.pop(key, None)
-    if pending is not None:
-        _nonce_groups.pop(pending[0], None)
-        pending[1].cancel()
-
-
 async def follow(
-    tail: LogTail, live: asyncio.Queue[LiveMessage], group: str, idle_s: float
+    tail: LogTail,
+    live: asyncio.Queue[LiveMessage],
+    subscription: fanout.Subscription,
+    idle_s: float,
 ) -> AsyncIterator[Frame | None]:
-    """Replay, then live. ``live`` receives the group's messages from the ``group_add`` on.
+    """Replay, then live. ``live`` receives the group's messages from ``subscription`` on.
 
     Yields ``None`` once caught up with the log and after each ``idle_s`` without
     traffic (a heartbeat); an idle follower re-reads the log, so a notification
     lost by Redis costs latency, never data.
     """
-    await follower_wait(group)
+    await subscription.ready()
     async for frame in tail.replay():
         yield frame
     yield None  # caught up
@@ -311,48 +253,25 @@ async def live_next(live: asyncio.Queue[LiveMessage], idle_s: float) -> LiveMess
         return None
 
 
-def new_nonce() -> str:
-    return uuid.uuid4().hex
-
-
 class LayerFollower:
-    """A private channel in a session's group, read into a bounded queue.
-
-    Reading through a task (rather than cancelling ``layer.receive`` on a
-    timeout) keeps the channel subscribed for the whole stream.
-    """
+    """A session group's live messages, from the process's shared feed, in a bounded queue."""
 
     def __init__(self, group: str) -> None:
         self.group = group
-        self.layer = get_channel_layer()
         self.queue: asyncio.Queue[LiveMessage] = asyncio.Queue(maxsize=LIVE_QUEUE_MAX)
         self.overflowed = False
 
     async def __aenter__(self) -> LayerFollower:
-        assert self.layer is not None, "CHANNEL_LAYERS is not configured"
-        self.channel = await self.layer.new_channel()
-        await self.layer.group_add(self.group, self.channel)
-        nonce = follower_join(self.group)
-        self.reader = asyncio.create_task(self.read())
-        if nonce is not None:
-            await self.layer.group_send(self.group, sync_message(nonce))
+        self.subscription = fanout.join(self.group, self.put)
         return self
 
-    async def read(self) -> None:
-        assert self.layer is not None
-        while True:
-            message = await self.layer.receive(self.channel)
-            if message["type"] == SYNC_TYPE:
-                sync_arrived(message["nonce"])
-                continue
-            try:
-                self.queue.put_nowait(message)
-            except asyncio.QueueFull:
-                self.overflowed = True
-                return
+    def put(self, message: dict[str, Any]) -> None:
+        if self.overflowed:
+            return
+        try:
+            self.queue.put_nowait(cast(LiveMessage, message))
+        except asyncio.QueueFull:
+            self.overflowed = True
 
     async def __aexit__(self, *exc: object) -> None:
-        assert self.layer is not None
-        self.reader.cancel()
-        follower_leave(self.group)
-        await self.layer.group_discard(self.group, self.channel)
+        await self.subscription.leave()

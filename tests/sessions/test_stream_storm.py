@@ -13,8 +13,8 @@ import asyncio
 from typing import Any
 
 import pytest
+from channels.layers import get_channel_layer
 
-from sessions import streams
 from tests.sessions.test_stream_clients import (
     append,
     communicator,
@@ -29,21 +29,22 @@ pytestmark = pytest.mark.django_db(transaction=True)
 FOLLOWERS = 40
 
 
-async def test_followers_connecting_at_once_send_one_marker(
-    user: Any, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    markers: list[str] = []
-    join = streams.follower_join
+async def sync_markers(layer: Any, channel: str, seen: list[dict[str, Any]]) -> None:
+    """Collect the subscription markers sent through the group our channel is in."""
+    while True:
+        message = await layer.receive(channel)
+        if message["type"].endswith(".sync"):
+            seen.append(message)
 
-    def counted_join(group: str) -> str | None:
-        nonce = join(group)
-        if nonce is not None:
-            markers.append(nonce)
-        return nonce
 
-    monkeypatch.setattr(streams, "follower_join", counted_join)
+async def test_followers_connecting_at_once_send_one_marker(user: Any) -> None:
     session = await make_session(user, events=3)
     cookie = await cookie_for(user)
+    layer = get_channel_layer()
+    listener = await layer.new_channel()
+    await layer.group_add(session.group_name, listener)
+    markers: list[dict[str, Any]] = []
+    reader = asyncio.create_task(sync_markers(layer, listener, markers))
     comms = [
         communicator(session.id, headers=[cookie], after=token_at(session, 3))
         for _ in range(FOLLOWERS)
@@ -55,6 +56,8 @@ async def test_followers_connecting_at_once_send_one_marker(
         received = await asyncio.gather(*(frames_until(comm, 5) for comm in comms))
     finally:
         await asyncio.gather(*(comm.disconnect() for comm in comms))
+        reader.cancel()
+        await layer.group_discard(session.group_name, listener)
     assert len(markers) == 1
     assert [[f["seq"] for f in frames] for frames in received] == [[4, 5]] * FOLLOWERS
 

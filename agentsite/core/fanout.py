@@ -1,0 +1,137 @@
+"""One channel-layer subscription per group per process, shared by its local followers.
+
+A process may hold thousands of followers of one group (the websockets and
+event streams of one session). Giving each its own channel costs, per
+follower, a Redis subscription when it connects and, per message, a copy
+decoded from msgpack and passed through a task of its own. Here a process
+follows a group once: one channel in the group, read by one task, whose
+messages go to every local follower's ``deliver`` as the same object (which
+followers must not change).
+
+Before a follower relies on the live feed it awaits ``ready()``: the feed's
+first marker, sent through the group, has come back, which proves the Redis
+subscription live; everything published after it reaches the follower.
+Followers that join while the marker is on its way wait for that one, so
+1,000 followers connecting at once cost one marker.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+import uuid
+import weakref
+from collections.abc import Callable
+from typing import Any
+
+from channels.layers import get_channel_layer
+
+log = logging.getLogger(__name__)
+
+SYNC_TYPE = "fanout.sync"
+# Waiting longer than this for the marker, a follower goes on without the proof
+# (its stream re-reads the log when idle, so a lost message costs latency only).
+PROOF_TIMEOUT_S = 2.0
+
+Deliver = Callable[[dict[str, Any]], None]
+
+
+class Feed:
+    """A process's subscription to one group and the followers it delivers to."""
+
+    def __init__(self, group: str, feeds: dict[str, Feed]) -> None:
+        self.group = group
+        self.feeds = feeds
+        self.followers: dict[int, Deliver] = {}
+        self.nonce = uuid.uuid4().hex
+        self.proof: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self.started = asyncio.create_task(self.start())
+        self.reader: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        layer = get_channel_layer()
+        assert layer is not None, "CHANNEL_LAYERS is not configured"
+        self.layer = layer
+        self.channel = await layer.new_channel()
+        await layer.group_add(self.group, self.channel)
+        self.reader = asyncio.create_task(self.read())
+        await self.marker_send()
+
+    async def marker_send(self) -> None:
+        await self.layer.group_send(self.group, {"type": SYNC_TYPE, "nonce": self.nonce})
+
+    async def read(self) -> None:
+        while True:
+            message = await self.layer.receive(self.channel)
+            if message.get("type") == SYNC_TYPE:
+                if message.get("nonce") == self.nonce and not self.proof.done():
+                    self.proof.set_result(None)
+                continue
+            for deliver in list(self.followers.values()):
+                try:
+                    deliver(message)
+                except Exception:
+                    log.exception("a follower of %s failed to take a message", self.group)
+
+    async def stop(self) -> None:
+        if not self.started.done():
+            await asyncio.wait([self.started])
+        if self.reader is not None:
+            self.reader.cancel()  # the channel layer drops the channel's subscription
+        if self.started.exception() is None:
+            await self.layer.group_discard(self.group, self.channel)
+
+
+class Subscription:
+    """A follower's place in a feed: ``await ready()`` before relying on it, ``leave()`` after."""
+
+    def __init__(self, feed: Feed, key: int) -> None:
+        self.feed = feed
+        self.key = key
+        self.left = False
+
+    async def ready(self) -> None:
+        feed = self.feed
+        try:
+            async with asyncio.timeout(PROOF_TIMEOUT_S):
+                await asyncio.shield(feed.started)
+                await asyncio.shield(feed.proof)
+        except TimeoutError:
+            log.warning("marker for %s did not come back; going on without it", feed.group)
+            if feed.started.done() and feed.started.exception() is None:
+                await feed.marker_send()  # for the followers that come next
+
+    async def leave(self) -> None:
+        if self.left:
+            return
+        self.left = True
+        feed = self.feed
+        feed.followers.pop(self.key, None)
+        if not feed.followers and feed.feeds.get(feed.group) is feed:
+            del feed.feeds[feed.group]  # a follower arriving now starts a new feed
+            await feed.stop()
+
+
+# One set of feeds per event loop (tests run several loops in one process).
+_feeds: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, Feed]] = (
+    weakref.WeakKeyDictionary()
+)
+_keys = itertools.count()
+
+
+def join(group: str, deliver: Deliver) -> Subscription:
+    """Follow ``group``: ``deliver`` gets each message from now on, in order."""
+    feeds = _feeds.setdefault(asyncio.get_running_loop(), {})
+    feed = feeds.get(group)
+    if feed is None:
+        feed = feeds[group] = Feed(group, feeds)
+    key = next(_keys)
+    feed.followers[key] = deliver
+    return Subscription(feed, key)
+
+
+def followers(group: str) -> int:
+    """How many local followers ``group`` has in this event loop."""
+    feed = _feeds.get(asyncio.get_running_loop(), {}).get(group)
+    return len(feed.followers) if feed is not None else 0
