@@ -32,6 +32,9 @@ class AgentResponse(models.Model):
     model = models.CharField(max_length=100)
     instructions = models.TextField(blank=True)
     metadata = models.JSONField(default=dict, blank=True)
+    # The function tools the client declared (also in its message, as the session's
+    # client tools), as the Response shows them.
+    tools = models.JSONField(default=list, blank=True)
     background = models.BooleanField(default=False)
     previous_response_id = models.CharField(max_length=40, blank=True)
     # The session's last seq when a cancel was asked for: from there on the

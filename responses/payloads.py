@@ -1,4 +1,5 @@
-"""The request bodies of ``/v1/responses`` and how their input becomes one user message."""
+"""The request bodies of ``/v1/responses`` and how their input and tools become one user
+message: its text, the client's function tools, and its outputs of earlier function calls."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from agentsite.core.errors import Invalid
+from sessions.payloads import ClientTool, ClientToolResult
 
 MAX_INPUT_CHARS = 100_000
 
@@ -45,23 +47,40 @@ def input_items(raw: str | list[dict[str, Any]]) -> list[dict[str, Any]]:
         if kind == "message":
             items.append(_message_item(item, f"input[{n}]"))
         elif kind == "function_call_output":
-            output = item.get("output")
-            if not isinstance(output, str):
-                raise invalid(
-                    f"input[{n}].output", "A function_call_output needs an output string."
-                )
-            items.append(
-                {
-                    "type": "function_call_output",
-                    "call_id": str(item.get("call_id")),
-                    "output": output,
-                }
-            )
+            items.append(_function_call_output(item, f"input[{n}]"))
+        elif kind == "function_call":
+            items.append(_function_call(item, f"input[{n}]"))
         else:
             raise invalid(f"input[{n}].type", f"Input items of type {kind!r} are not supported.")
     if not items:
         raise invalid("input", "The input is empty.", "empty_input")
     return items
+
+
+def _function_call_output(item: dict[str, Any], param: str) -> dict[str, Any]:
+    call_id = item.get("call_id")
+    if not isinstance(call_id, str) or not call_id:
+        raise invalid(f"{param}.call_id", "A function_call_output needs the call_id it answers.")
+    output = item.get("output")
+    if isinstance(output, list):
+        for m, part in enumerate(output):
+            if not isinstance(part, dict) or part.get("type") != "input_text":
+                raise invalid(f"{param}.output[{m}]", "Only input_text parts are supported.")
+            if not isinstance(part.get("text"), str):
+                raise invalid(f"{param}.output[{m}].text", "text must be a string.")
+        output = "".join(part["text"] for part in output)
+    if not isinstance(output, str):
+        raise invalid(f"{param}.output", "output must be a string or a list of input_text parts.")
+    return {"type": "function_call_output", "call_id": call_id, "output": output}
+
+
+def _function_call(item: dict[str, Any], param: str) -> dict[str, Any]:
+    """A call the model made, sent back as history (the session has it already)."""
+    fields = {key: item.get(key) for key in ("call_id", "name", "arguments")}
+    for key, value in fields.items():
+        if not isinstance(value, str):
+            raise invalid(f"{param}.{key}", f"A function_call needs its {key} string.")
+    return {"type": "function_call", **fields}
 
 
 def _message_item(item: dict[str, Any], param: str) -> dict[str, Any]:
@@ -91,22 +110,83 @@ def _message_item(item: dict[str, Any], param: str) -> dict[str, Any]:
 def input_text(items: list[dict[str, Any]]) -> str:
     """The user message the agent is sent: the texts of the input, in order.
 
-    Only the user's (and function outputs') words make the message; an assistant
-    message in the input is history the session already has, and system or
-    developer text is the session's prompt.
+    Only the user's words make the message; an assistant message or a function
+    call in the input is history the session already has, system or developer
+    text is the session's prompt, and function outputs are the calls' results
+    (``tool_results``). An input of function outputs alone has no text.
     """
     texts: list[str] = []
     for item in items:
-        if item["type"] == "function_call_output":
-            texts.append(f"[function_call_output call_id={item['call_id']}]\n{item['output']}")
-        elif item["role"] == "user":
+        if item["type"] == "message" and item["role"] == "user":
             texts.extend(part["text"] for part in item["content"] if part["text"].strip())
     text = "\n\n".join(texts).strip()
-    if not text:
+    if not text and not tool_results(items):
         raise invalid("input", "The input has no user text.", "empty_input")
-    if len(text) > MAX_INPUT_CHARS or "\x00" in text:
+    size = len(text) + sum(len(result["output"]) for result in tool_results(items))
+    if size > MAX_INPUT_CHARS or "\x00" in text:
         raise invalid("input", f"The input must be text under {MAX_INPUT_CHARS} characters.")
     return text
+
+
+def tool_results(items: list[dict[str, Any]]) -> list[ClientToolResult]:
+    """The input's function outputs, as answers to the model's calls."""
+    return [
+        {"tool_call_id": item["call_id"], "output": item["output"]}
+        for item in items
+        if item["type"] == "function_call_output"
+    ]
+
+
+def function_tools(raw: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The request's tools, each a function tool in the Response's shape.
+
+    Any other type of tool (``web_search``, ``file_search``, ``mcp``, …) is refused:
+    agentsite's own tools are its hosted tools, and a tool the model is told of but
+    cannot use would mislead it.
+    """
+    tools: list[dict[str, Any]] = []
+    for n, tool in enumerate(raw):
+        param = f"tools[{n}]"
+        kind = tool.get("type")
+        if kind != "function":
+            raise invalid(
+                f"{param}.type",
+                f"Tools of type {kind!r} are not supported: only function tools"
+                " (type 'function'), which the client carries out.",
+                "unsupported_value",
+            )
+        name, description = tool.get("name"), tool.get("description")
+        parameters, strict = tool.get("parameters"), tool.get("strict")
+        if not isinstance(name, str):
+            raise invalid(f"{param}.name", "A function tool needs a name.")
+        if description is not None and not isinstance(description, str):
+            raise invalid(f"{param}.description", "description must be a string.")
+        if parameters is not None and not isinstance(parameters, dict):
+            raise invalid(f"{param}.parameters", "parameters must be a JSON schema object.")
+        if strict is not None and not isinstance(strict, bool):
+            raise invalid(f"{param}.strict", "strict must be a boolean.")
+        tools.append(
+            {
+                "type": "function",
+                "name": name,
+                "description": description,
+                "parameters": parameters,
+                "strict": strict,
+            }
+        )
+    return tools
+
+
+def client_tools(tools: list[dict[str, Any]]) -> list[ClientTool]:
+    """Function tools as the tools a session's message declares."""
+    return [
+        {
+            "name": tool["name"],
+            "description": tool["description"] or "",
+            "input_schema": tool["parameters"] or {"type": "object", "properties": {}},
+        }
+        for tool in tools
+    ]
 
 
 def system_text(items: list[dict[str, Any]]) -> str:

@@ -25,6 +25,11 @@ its triggers waits in the inbox and each of its jobs has ended and been
 reported on; its status is then that of its last run. Once a cancel was asked
 for (at ``cancel_seq``), it ends as soon as its runs and jobs have ended,
 reported or not, ``cancelled``. Nothing after its end belongs to it.
+
+The model's text becomes ``message`` items, agentsite's tool calls ``mcp_call``
+items, and its calls of the client's function tools (``tool_call`` events marked
+``client``) ``function_call`` items: the turn ends on such a call, and with it,
+as nothing else waits, the response.
 """
 
 from __future__ import annotations
@@ -71,6 +76,7 @@ class Header:
     previous_response_id: str | None
     input_seq: int
     cancel_seq: int | None
+    tools: list[dict[str, Any]] = field(default_factory=list)
 
 
 @dataclass
@@ -144,7 +150,7 @@ class ResponseProjection:
             "temperature": None,
             "text": {"format": {"type": "text"}},
             "tool_choice": "auto",
-            "tools": [],
+            "tools": [dict(tool) for tool in h.tools],
             "top_p": None,
             "truncation": "disabled",
             # Known once every run has ended (a stored event must not change on replay).
@@ -191,6 +197,8 @@ class ResponseProjection:
             self._delta(run_id, str(payload.get("text", "")), seq)
         elif kind == "assistant_message":
             self._message(run_id, str(payload.get("text", "")), seq)
+        elif kind == "tool_call" and payload.get("client"):
+            self._function_call(run_id, payload, seq)
         elif kind == "tool_call":
             self._tool_call(run_id, payload, seq)
         elif kind == "tool_result":
@@ -315,6 +323,28 @@ class ResponseProjection:
         self.calls[(run_id, str(payload.get("id", "")))] = index
         self._emit("response.output_item.added", output_index=index, item=dict(item))
         self._emit("response.mcp_call.in_progress", item_id=item["id"], output_index=index)
+
+    def _function_call(self, run_id: str, payload: dict[str, Any], seq: int) -> None:
+        """A call of one of the client's function tools: complete as the model made it (the
+        turn ends on it, and the client's output comes with a later response)."""
+        self._message_close(run_id, "completed")
+        index = len(self.output)
+        arguments = json.dumps(payload.get("input") or {})
+        item = {
+            "id": f"fc_{self.header.id[5:]}_{seq}",
+            "type": "function_call",
+            "call_id": str(payload.get("id", "")),
+            "name": str(payload.get("name", "")),
+            "arguments": "",
+            "status": "in_progress",
+        }
+        self.output.append(item)
+        common = {"item_id": item["id"], "output_index": index}
+        self._emit("response.output_item.added", output_index=index, item=dict(item))
+        self._emit("response.function_call_arguments.delta", **common, delta=arguments)
+        self._emit("response.function_call_arguments.done", **common, arguments=arguments)
+        item.update(arguments=arguments, status="completed")
+        self._emit("response.output_item.done", output_index=index, item=dict(item))
 
     def _tool_result(self, run_id: str, payload: dict[str, Any]) -> None:
         index = self.calls.pop((run_id, str(payload.get("tool_call_id", ""))), None)

@@ -13,7 +13,7 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
-from agentsite.core.errors import NotFound
+from agentsite.core.errors import Invalid, NotFound
 from agentsite.core.ids import is_id
 from agentsite.core.queries import get_or_none
 from jobs.lifecycle import job_request_cancel
@@ -21,10 +21,13 @@ from jobs.models import Job
 from responses.models import AgentResponse
 from responses.payloads import (
     ResponseCreate,
+    client_tools,
+    function_tools,
     input_items,
     input_text,
     invalid,
     system_text,
+    tool_results,
 )
 from responses.projection import Header, ResponseProjection
 from sessions.llm.names import OFFLINE, SCRIPTED, is_anthropic
@@ -53,10 +56,18 @@ def model_for_session(name: str) -> str:
 
 
 def response_create(*, owner: Any, request: ResponseCreate) -> AgentResponse:
-    """Post the input as a user message: to the previous response's session, or a new one."""
+    """Post the input as a user message: to the previous response's session, or a new one.
+
+    The request's function tools go with the message as the client's tools, its
+    function outputs as the answers to the model's calls of them.
+    """
     session_model = model_for_session(request.model)
     items = input_items(request.input)
     text = input_text(items)
+    tools = function_tools(request.tools)
+    answers = tool_results(items)
+    if answers and not request.previous_response_id:
+        raise _unknown_call(items, answers[0]["tool_call_id"])
     instructions = "\n\n".join(t for t in (request.instructions or "", system_text(items)) if t)
     with transaction.atomic():
         if request.previous_response_id:
@@ -68,11 +79,15 @@ def response_create(*, owner: Any, request: ResponseCreate) -> AgentResponse:
                 owner=owner, title=title, model=session_model, system_prompt=instructions
             )
         try:
-            event, _ = message_post(session=session, text=text)
+            event, _ = message_post(
+                session=session, text=text, client_tools=client_tools(tools), tool_results=answers
+            )
         except SessionNotFound as exc:
             raise invalid(
                 "previous_response_id", "The previous response's session was deleted."
             ) from exc
+        except Invalid as exc:
+            raise _refused(exc, items) from exc
         return AgentResponse.objects.create(
             owner=owner,
             session=session,
@@ -81,9 +96,35 @@ def response_create(*, owner: Any, request: ResponseCreate) -> AgentResponse:
             model=request.model.strip(),
             instructions=instructions,
             metadata=request.metadata or {},
+            tools=tools,
             background=request.background,
             previous_response_id=request.previous_response_id or "",
         )
+
+
+def _refused(exc: Invalid, items: list[dict[str, Any]]) -> Invalid:
+    """A refusal of the message's tools or answers, naming the request's field."""
+    details = exc.details if isinstance(exc.details, dict) else {}
+    if "tool_call_id" in details:
+        return _unknown_call(items, str(details["tool_call_id"]))
+    if "index" in details:
+        field = "parameters" if exc.code == "invalid_tool_schema" else "name"
+        return invalid(f"tools[{details['index']}].{field}", exc.message, exc.code)
+    return exc
+
+
+def _unknown_call(items: list[dict[str, Any]], call_id: str) -> Invalid:
+    n = next(
+        n
+        for n, item in enumerate(items)
+        if item["type"] == "function_call_output" and item["call_id"] == call_id
+    )
+    return invalid(
+        f"input[{n}].call_id",
+        f"No function call with call_id {call_id!r} awaits its output: answer a function_call"
+        " of the response given as previous_response_id.",
+        "unknown_call_id",
+    )
 
 
 def _previous(owner: Any, response_id: str) -> AgentResponse:
@@ -175,6 +216,7 @@ def projection_start(response: AgentResponse) -> ResponseProjection:
         previous_response_id=response.previous_response_id or None,
         input_seq=response.input_seq,
         cancel_seq=response.cancel_seq,
+        tools=response.tools,
     )
     return ResponseProjection(header=header, facts=LogFacts())
 

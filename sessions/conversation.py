@@ -7,6 +7,10 @@ events are ``job_event`` blocks that a model reads as short text
 has already reacted to (its event was in a batch of a completed run) shrinks to
 one line. When the whole exceeds ``AGENTSITE_CONTEXT_BUDGET_TOKENS``, the
 oldest runs are left out first.
+
+A client tool's call (``sessions.client_tools``) is answered in a later batch:
+the answer is the call's ``tool_result`` when that batch follows the call's turn,
+and text when another turn came between (which saw the call unanswered).
 """
 
 from __future__ import annotations
@@ -18,17 +22,17 @@ from typing import Any, cast
 from django.conf import settings
 from django.db.models import Q
 
+from sessions.client_tools import tools_offered
 from sessions.llm.base import approx_tokens
 from sessions.llm.blocks import job_event_block, wire_messages
 from sessions.models import AgentSession, Event, Run
 from sessions.payloads import (
     AssistantMessagePayload,
     JobEventPayload,
-    TextPayload,
     ToolCallPayload,
     ToolResultPayload,
+    UserMessagePayload,
 )
-from sessions.toolbox import tool_definitions
 
 DEFAULT_SYSTEM = (
     "You are the assistant of agentsite. Slow tools run as background jobs: a start_* tool "
@@ -53,6 +57,8 @@ class Conversation:
     tools: list[dict[str, Any]]
     messages: list[dict[str, Any]] = field(default_factory=list)
     omitted_runs: int = 0
+    # The offered tools the client carries out: a call of one ends the turn.
+    client_tools: frozenset[str] = frozenset()
 
     def result_text(self, output: Any, limit: int = RESULT_CHARS_NOW) -> str:
         return clip(output, limit)
@@ -70,11 +76,21 @@ def clip(output: Any, limit: int) -> str:
     return text[:limit] + f"… [{len(text) - limit} more characters; ask for less or page]"
 
 
-def batch_blocks(events: list[Event], *, compact_jobs: bool) -> list[dict[str, Any]]:
+def batch_blocks(
+    events: list[Event], *, compact_jobs: bool, result_chars: int = RESULT_CHARS_NOW
+) -> list[dict[str, Any]]:
     blocks: list[dict[str, Any]] = []
     for event in events:
         if event.kind == Event.Kind.USER_MESSAGE:
-            message = cast(TextPayload, event.payload)
+            message = cast(UserMessagePayload, event.payload)
+            for result in message.get("tool_results", []):
+                answer = {
+                    "type": "tool_result",
+                    "tool_use_id": result["tool_call_id"],
+                    "content": clip(result["output"], result_chars),
+                    "is_error": bool(result.get("is_error")),
+                }
+                blocks.append(answer)
             text = str(message.get("text", "")).strip()
             if text:
                 blocks.append({"type": "text", "text": text})
@@ -123,7 +139,8 @@ def output_messages(events: list[Event], *, result_chars: int) -> list[dict[str,
                 "input": call["input"],
             }
             messages.append({"role": "assistant", "content": [block]})
-            open_calls.append(call["id"])
+            if not call.get("client"):  # a client's call is answered by a later batch
+                open_calls.append(call["id"])
         elif event.kind == Event.Kind.TOOL_RESULT:
             result = cast(ToolResultPayload, event.payload)
             if result.get("tool_call_id") not in open_calls:
@@ -161,7 +178,10 @@ def merge_roles(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def conversation_build(*, session: AgentSession, run: Run, batch: list[Event]) -> Conversation:
     """The conversation for ``run``: past runs, oldest first, then the batch."""
-    conv = Conversation(system=session.system_prompt or DEFAULT_SYSTEM, tools=tool_definitions())
+    tools, client_tools = tools_offered(run.client_tools)
+    conv = Conversation(
+        system=session.system_prompt or DEFAULT_SYSTEM, tools=tools, client_tools=client_tools
+    )
     past = list(
         Run.objects.filter(session=session, started_at__isnull=False)
         .exclude(pk=run.pk)
@@ -188,7 +208,7 @@ def conversation_build(*, session: AgentSession, run: Run, batch: list[Event]) -
         ]
         reacted = status == Run.Status.COMPLETED
         group: list[dict[str, Any]] = []
-        blocks = batch_blocks(consumed, compact_jobs=reacted)
+        blocks = batch_blocks(consumed, compact_jobs=reacted, result_chars=RESULT_CHARS_PAST)
         if blocks:
             group.append({"role": "user", "content": blocks})
         group.extend(output_messages(produced, result_chars=RESULT_CHARS_PAST))
@@ -220,4 +240,51 @@ def _assemble(
     merged = merge_roles(messages)
     if merged and merged[0]["role"] != "user":
         merged.insert(0, {"role": "user", "content": [{"type": "text", "text": "(continued)"}]})
-    return merged
+    return tool_results_paired(merged)
+
+
+UNANSWERED = "No result: the client did not answer this call before the conversation went on."
+
+
+def tool_results_paired(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each tool call answered in the next user message, and no result without its call.
+
+    A client tool's call may be answered late (another turn came between, and saw
+    it unanswered) or not at all: the late answer becomes text, the missing one an
+    error result, as the Messages API takes no other pairing. Roles alternate
+    (``merge_roles``).
+    """
+    paired: list[dict[str, Any]] = []
+    asked: list[str] = []
+    for message in messages:
+        content = message["content"]
+        if message["role"] == "assistant":
+            asked = [b["id"] for b in content if b.get("type") == "tool_use"]
+            paired.append(message)
+            continue
+        answers: dict[str, dict[str, Any]] = {}
+        late: list[dict[str, Any]] = []
+        for block in content:
+            if block.get("type") != "tool_result":
+                continue
+            call_id = block.get("tool_use_id")
+            if call_id in asked:
+                answers.setdefault(call_id, block)
+            else:
+                late.append(
+                    {"type": "text", "text": f"[result of call {call_id}] {block['content']}"}
+                )
+        results = [
+            answers.get(call_id)
+            or {
+                "type": "tool_result",
+                "tool_use_id": call_id,
+                "content": UNANSWERED,
+                "is_error": True,
+            }
+            for call_id in asked
+        ]
+        rest = [b for b in content if b.get("type") != "tool_result"]
+        paired.append({**message, "content": [*results, *late, *rest]})
+        asked = []
+    return paired

@@ -12,7 +12,9 @@ A run (see ``sessions.runs`` for its lifecycle) is executed by a turn runtime
    blocking tool in the runtime's bounded tool pool, under its deadline;
    ``start_<tool>`` and the job tools (a few queries each) on the database
    pool; each wrapped so that its exception becomes its own error result;
-5. the model is called again with the results until it stops asking for tools.
+5. the model is called again with the results until it stops asking for tools,
+   or until it calls a tool the client carries out (``sessions.client_tools``):
+   the turn then ends with that call waiting for the client's answer.
 
 The runtime watches every turn it runs at once (one heartbeat statement and
 one interrupt query for all of them); it sets a turn's ``stop`` on an
@@ -220,7 +222,10 @@ class Turn:
             calls = await self.model_call()
             if not calls:
                 return
-            results = await self.tools_run(calls)
+            ours = [call for call in calls if call.name not in conv.client_tools]
+            results = await self.tools_run(ours)
+            if len(ours) < len(calls):
+                return  # the client carries out the rest; its answer starts the next turn
             conv.messages.append({"role": "user", "content": results})
 
     async def model_call(self) -> list[ToolUse]:
@@ -246,8 +251,11 @@ class Turn:
             content.append(
                 {"type": "tool_use", "id": call.id, "name": call.name, "input": call.input}
             )
-            self.open_calls[call.id] = call
             called: ToolCallPayload = {"id": call.id, "name": call.name, "input": call.input}
+            if call.name in self.conversation.client_tools:
+                called["client"] = True  # complete as it stands: the client runs it
+            else:
+                self.open_calls[call.id] = call
             await self.writer.append(Event.Kind.TOOL_CALL, called)
         if content:
             conv.messages.append({"role": "assistant", "content": content})

@@ -121,6 +121,9 @@ class Run(models.Model):
     # The log position the run started from; its stream is every event after it.
     start_seq = models.PositiveBigIntegerField(default=0, editable=False)
     usage = models.JSONField(default=dict, blank=True, editable=False)
+    # The tools its triggers' senders carry out themselves, fixed when it claims its
+    # batch (sessions.client_tools).
+    client_tools = models.JSONField(default=list, blank=True, editable=False)
     error = models.TextField(blank=True, editable=False)
     cancel_requested_at = models.DateTimeField(null=True, blank=True, editable=False)
     created_at = models.DateTimeField(auto_now_add=True)

@@ -15,9 +15,35 @@ from typing import Any, Literal, NotRequired, TypedDict
 
 
 class TextPayload(TypedDict):
-    """``user_message`` and ``assistant_delta``."""
+    """``assistant_delta``."""
 
     text: str
+
+
+class ClientTool(TypedDict):
+    """A tool the sender of a message carries out itself (``sessions.client_tools``), in
+    the Messages API's shape."""
+
+    name: str
+    description: str
+    input_schema: dict[str, Any]
+
+
+class ClientToolResult(TypedDict):
+    """The sender's answer to a call of one of its tools."""
+
+    tool_call_id: str
+    output: str
+    is_error: NotRequired[bool]
+
+
+class UserMessagePayload(TypedDict):
+    """``user_message``: the sender's text; the tools it carries out itself, and its
+    answers to the model's earlier calls of them."""
+
+    text: str
+    client_tools: NotRequired[list[ClientTool]]
+    tool_results: NotRequired[list[ClientToolResult]]
 
 
 class AssistantMessagePayload(TypedDict):
@@ -28,11 +54,13 @@ class AssistantMessagePayload(TypedDict):
 
 
 class ToolCallPayload(TypedDict):
-    """``tool_call``: what the model asked for, under the model's own call id."""
+    """``tool_call``: what the model asked for, under the model's own call id; ``client``
+    when the call is the client's to carry out (the turn ended waiting for its answer)."""
 
     id: str
     name: str
     input: dict[str, Any]
+    client: NotRequired[bool]
 
 
 class ToolResultPayload(TypedDict):
@@ -100,6 +128,7 @@ class RunRequeuedPayload(TypedDict):
 
 EventPayload = (
     TextPayload
+    | UserMessagePayload
     | AssistantMessagePayload
     | ToolCallPayload
     | ToolResultPayload
@@ -110,7 +139,7 @@ EventPayload = (
     | ErrorPayload
 )
 # What lands in the inbox (pending): the user's messages and the jobs' events.
-InboxPayload = TextPayload | JobEventPayload
+InboxPayload = UserMessagePayload | JobEventPayload
 
 
 # --- the live channel -----------------------------------------------------------------------

@@ -35,6 +35,7 @@ from rq.job import Job as RqJob
 
 from agentsite.core.queries import get_or_none
 from jobs.live import redis_connection
+from sessions.client_tools import client_tools_of
 from sessions.events import event_append
 from sessions.models import AgentSession, Event, Run
 from sessions.payloads import (
@@ -139,7 +140,8 @@ def _route_unqueued(session: AgentSession, *, pending: bool | None = None) -> Ru
 
 
 def run_start(*, run_id: str) -> Claim | None:
-    """queued → running, claiming every pending event of the session as the batch.
+    """queued → running, claiming every pending event of the session as the batch
+    (and fixing the client tools the run offers, ``sessions.client_tools``).
 
     Returns None when the run is not queued any more (a retried RQ job, a
     cancelled run) or when another run of the session is still running (that
@@ -173,7 +175,10 @@ def run_start(*, run_id: str) -> Claim | None:
             event.pending, event.consumed_by_id = False, run_id
         run.batch_size = len(batch)
         run.start_seq = batch[0].seq - 1 if batch else 0
-        Run.objects.filter(pk=run_id).update(batch_size=run.batch_size, start_seq=run.start_seq)
+        run.client_tools = client_tools_of(batch)
+        Run.objects.filter(pk=run_id).update(
+            batch_size=run.batch_size, start_seq=run.start_seq, client_tools=run.client_tools
+        )
         claimed: RunStartedPayload = {"run_id": run_id, "batch_size": len(batch)}
         event_append(
             session_id=session_id, kind=Event.Kind.RUN_STARTED, payload=claimed, run_id=run_id

@@ -21,8 +21,10 @@ from agentsite.core.queries import get_or_none
 from jobs.lifecycle import job_request_cancel
 from jobs.models import Job
 from jobs.services import job_get
+from sessions.client_tools import client_tools_check, tool_results_check
 from sessions.inbox import inbox_append_locked
 from sessions.models import AgentSession, Event, Run
+from sessions.payloads import ClientTool, ClientToolResult, UserMessagePayload
 from sessions.runs import run_request_cancel, session_lock
 
 log = logging.getLogger(__name__)
@@ -121,17 +123,33 @@ def _session_jobs_cancel(*, session_id: str) -> int:
 # --- what the chat asks for ----------------------------------------------------------------
 
 
-def message_post(*, session: AgentSession, text: str) -> tuple[Event, Run]:
+def message_post(
+    *,
+    session: AgentSession,
+    text: str,
+    client_tools: list[ClientTool] | None = None,
+    tool_results: list[ClientToolResult] | None = None,
+) -> tuple[Event, Run]:
     """Append a pending user message; returns it and the run that will consume it.
 
-    Raises SessionNotFound for a deleted session, which takes no new turns.
+    ``client_tools`` are tools the sender carries out itself, ``tool_results`` its
+    answers to the model's calls of them (``sessions.client_tools``): refused with
+    Invalid when a model could not be offered a tool or an answer is to no awaiting
+    call. Raises SessionNotFound for a deleted session, which takes no new turns.
     """
+    payload: UserMessagePayload = {"text": text}
+    if client_tools:
+        client_tools_check(client_tools)
+        payload["client_tools"] = client_tools
     with transaction.atomic():
         locked = session_lock(session.pk)
         if locked.deleted_at is not None:
             raise SessionNotFound()
+        if tool_results:
+            tool_results_check(session_id=locked.pk, results=tool_results)
+            payload["tool_results"] = tool_results
         event, run = inbox_append_locked(
-            session=locked, kind=Event.Kind.USER_MESSAGE, payload={"text": text}
+            session=locked, kind=Event.Kind.USER_MESSAGE, payload=dict(payload)
         )
         if run is None:  # cannot be: a live session with a pending event has a run
             raise SessionNotFound()

@@ -186,10 +186,25 @@
 
   function userMessage(payload, frame) {
     closeBubble();
+    // A client's answers to the model's calls of its own tools close their cards.
+    for (const result of payload.tool_results || []) clientAnswer(result);
+    if (!payload.text && payload.tool_results) return;
     const item = el("li", "msg user");
     item.dataset.seq = frame.seq;
     item.appendChild(el("div", "bubble", payload.text || ""));
     append(item);
+  }
+
+  function clientAnswer(result) {
+    const card = state.toolCards.get(result.tool_call_id);
+    if (!card) return;
+    const status = card.querySelector(".tool-status");
+    status.textContent = "answered by the client";
+    status.className = "tool-status ok";
+    const details = el("details", "tool-output");
+    details.appendChild(el("summary", "", compactJson(result.output, 100)));
+    details.appendChild(el("pre", "", result.output));
+    card.appendChild(details);
   }
 
   function openBubble(frame) {
@@ -250,7 +265,7 @@
     head.appendChild(el("span", "tool-icon", "⚙"));
     head.appendChild(el("code", "tool-name", payload.name || "tool"));
     head.appendChild(el("span", "tool-args muted", compactJson(payload.input || {}, 120)));
-    const status = el("span", "tool-status muted", "…");
+    const status = el("span", "tool-status muted", payload.client ? "waiting for the client" : "…");
     head.appendChild(status);
     card.appendChild(head);
     state.toolCards.set(payload.id, card);

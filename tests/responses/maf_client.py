@@ -1,7 +1,9 @@
-"""Microsoft Agent Framework against /v1: background runs polled, and a resumed stream.
+"""Microsoft Agent Framework against /v1: background runs polled, a resumed stream, and a
+function tool of its own called by the model.
 
 Run by tests/responses/test_agent_framework.py in a virtual environment of its
-own (``python maf_client.py BASE_URL API_TOKEN``); prints what it saw as JSON.
+own (``python maf_client.py BASE_URL API_TOKEN`` or ``… BASE_URL API_TOKEN tools
+PREVIOUS_RESPONSE_ID``); prints what it saw as JSON.
 """
 
 from __future__ import annotations
@@ -9,8 +11,28 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
+from typing import Annotated
 
 from agent_framework_openai import OpenAIChatClient
+
+CALLS: list[str] = []
+
+
+def get_weather(city: Annotated[str, "The city"]) -> str:
+    """The weather in a city."""
+    CALLS.append(city)
+    return f"sunny in {city}"
+
+
+async def function_tool(base_url: str, token: str, previous_response_id: str) -> None:
+    """The model calls get_weather; MAF runs it and sends its output back, then the model
+    answers. The session the model is scripted for is the previous response's."""
+    client = OpenAIChatClient(model="scripted", api_key=token, base_url=base_url)
+    agent = client.as_agent(name="agentsite", tools=[get_weather])
+    response = await agent.run(
+        "What is the weather in Paris?", options={"conversation_id": previous_response_id}
+    )
+    print(json.dumps({"calls": CALLS, "text": response.text}))
 
 
 async def main(base_url: str, token: str) -> None:
@@ -51,4 +73,7 @@ async def main(base_url: str, token: str) -> None:
 
 
 if __name__ == "__main__":
-    asyncio.run(main(sys.argv[1], sys.argv[2]))
+    if sys.argv[3:4] == ["tools"]:
+        asyncio.run(function_tool(sys.argv[1], sys.argv[2], sys.argv[4]))
+    else:
+        asyncio.run(main(sys.argv[1], sys.argv[2]))

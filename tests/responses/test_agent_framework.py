@@ -15,6 +15,8 @@ from typing import Any
 import pytest
 
 from agentsite.models import ApiToken
+from responses.models import AgentResponse
+from sessions.llm.scripted import scripted_push, scripted_requests
 from tests.servers import client_venv
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -50,3 +52,39 @@ def test_background_runs_and_a_resumed_stream(
     streamed = "".join(seen["stream_after"])
     assert streamed.startswith("".join(seen["stream_before"]))
     assert "The tests finished: 31 passed, 2 failed" in streamed
+
+
+@pytest.mark.timeout(900)
+def test_a_function_tool_of_its_own_round_trips(
+    responses_url: str, rq_workers: Any, user: Any, client: Any
+) -> None:
+    """MAF runs the function the model calls and continues with previous_response_id and
+    its function_call_output; no approval step is involved for a plain function tool."""
+    python = maf_python()
+    first = client.responses.create(model="scripted", input="hello")
+    session_id = AgentResponse.objects.get(pk=first.id).session_id
+    scripted_push(
+        session_id,
+        {"tool_calls": [{"id": "call_maf_1", "name": "get_weather", "input": {"city": "Paris"}}]},
+        {"text": "It is sunny in Paris."},
+    )
+    _, token = ApiToken.issue(user=user, name="maf")
+    run = subprocess.run(
+        [str(python), str(SCRIPT), responses_url, token, "tools", first.id],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert run.returncode == 0, run.stderr
+    seen = json.loads(run.stdout.strip().splitlines()[-1])
+    assert seen == {"calls": ["Paris"], "text": "It is sunny in Paris."}
+    asked, answered = scripted_requests(session_id)[-2:]
+    assert any(tool["name"] == "get_weather" for tool in asked["tools"])
+    assert answered["messages"][-1]["content"] == [
+        {
+            "type": "tool_result",
+            "tool_use_id": "call_maf_1",
+            "content": "sunny in Paris",
+            "is_error": False,
+        }
+    ]

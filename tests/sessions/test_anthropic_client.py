@@ -99,3 +99,36 @@ def test_the_sdk_retries_an_overloaded_api(user: Any, server: MessagesServer) ->
     assert run.status == Run.Status.COMPLETED
     assert messages(run.session, run) == ["Here now."]
     assert len(server.requests) == 2
+
+
+def test_a_client_tool_is_offered_to_claude_and_its_call_ends_the_turn(
+    user: Any, server: MessagesServer
+) -> None:
+    weather = {
+        "name": "get_weather",
+        "description": "The weather in a city.",
+        "input_schema": {"type": "object", "properties": {"city": {"type": "string"}}},
+    }
+    server.replies = [
+        {
+            "text": "Checking.",
+            "tool_use": {"id": "toolu_c1", "name": "get_weather", "input": {"city": "Paris"}},
+        }
+    ]
+    session = make_session(user, model="claude-test-model")
+    message = {"text": "weather?", "client_tools": [weather]}
+    event_append(session_id=session.id, kind="user_message", payload=message, pending=True)
+    run = Run.objects.create(session=session, owner=user)
+    run_execute(run_id=run.id)
+
+    run.refresh_from_db()
+    assert run.status == Run.Status.COMPLETED
+    assert len(server.requests) == 1 and weather in server.requests[0]["tools"]
+    call = Event.objects.get(run=run, kind="tool_call").payload
+    assert call == {
+        "id": "toolu_c1",
+        "name": "get_weather",
+        "input": {"city": "Paris"},
+        "client": True,
+    }
+    assert not Event.objects.filter(run=run, kind="tool_result").exists()
