@@ -147,7 +147,7 @@ def body_json(request: HttpRequest) -> dict[str, Any]:
         raise ApiError(
             413, "The request body is larger than AGENTSITE_MAX_BODY_BYTES allows."
         ) from exc
-    except (ValueError, UnicodeDecodeError) as exc:
+    except (ValueError, UnicodeDecodeError, RecursionError) as exc:
         raise ApiError(400, "The body is not JSON.", code="invalid_json") from exc
     if not isinstance(body, dict):
         raise ApiError(400, "The body must be a JSON object.", code="invalid_json")

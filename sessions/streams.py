@@ -79,7 +79,9 @@ class EventRow(TypedDict):
 # between reads: opening one (on SQLite: the file, its pragmas, Django's SQL
 # functions) cost more than the reads themselves, three of them per follower
 # that connects, which made a reconnect storm of 1,000 followers take most of a
-# minute of CPU (bench/stream.py). The threads are few, so are the connections.
+# minute of CPU (bench/stream.py). The threads are few, so are the connections;
+# with a connection pool (the web process on PostgreSQL) there is nothing to
+# keep: each read takes a pooled connection and gives it back.
 _readers = concurrent.futures.ThreadPoolExecutor(
     settings.AGENTSITE_STREAM_READ_THREADS, thread_name_prefix="stream-read"
 )
@@ -98,11 +100,21 @@ def log_read(fn: Callable[P, T]) -> Callable[P, Awaitable[T]]:
 
 
 def _read(fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
+    connection = connections[DEFAULT_DB_ALIAS]
     try:
         return fn(*args, **kwargs)
     except DATABASE_AWAY:
-        connections[DEFAULT_DB_ALIAS].close()  # broken by a restart: the next read reconnects
+        connection.close()  # broken by a restart: the next read reconnects
         raise
+    finally:
+        if _POOLED:
+            # A pooled connection goes back after each read (taking one is cheap):
+            # kept by a reader thread, it would be one fewer for requests, and a
+            # small pool would be left with none.
+            connection.close()
+
+
+_POOLED = "pool" in settings.DATABASES[DEFAULT_DB_ALIAS].get("OPTIONS", {})
 
 
 # The ownership rules (``sessions.services``), read the same way: not found is NotFound.

@@ -91,3 +91,17 @@ def test_a_body_over_the_limit_is_a_413_in_openais_format(responses_url: str) ->
     answer = httpx.post(f"{responses_url}/responses", json={"model": "offline", "input": too_big})
     assert answer.status_code == 413
     assert answer.json()["error"]["code"] == "request_too_large"
+
+
+def test_deeply_nested_json_is_a_400_not_a_500(responses_url: str, user: Any) -> None:
+    from agentsite.models import ApiToken
+
+    _, api_token = ApiToken.issue(user=user, name="nested")
+    body = '{"model": "offline", "input": ' + "[" * 100_000 + "]" * 100_000 + "}"
+    answer = httpx.post(
+        f"{responses_url}/responses",
+        content=body,
+        headers={"Authorization": f"Bearer {api_token}", "Content-Type": "application/json"},
+    )
+    assert answer.status_code == 400
+    assert answer.json()["error"]["code"] == "invalid_json"
