@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import functools
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import Any, cast
 
 from channels.db import database_sync_to_async
 from django.conf import settings
@@ -102,7 +102,8 @@ async def response_events(
             if frame is None:
                 events = await _caught_up(projection, tail.cursor)
             else:
-                events = await _feed(projection, frame)
+                # ResponseTail's frames are log events (with their run id).
+                events = await _feed(projection, cast(dict[str, Any], frame))
             for event in events:
                 if event["sequence_number"] > after:
                     yield event
