@@ -63,7 +63,7 @@ def test_every_operation_documents_its_error_answers(doc: dict[str, Any]) -> Non
 # API answers nothing outside this; each entry here has a cause in the code.
 ANSWERS = {
     ("GET", "/api/me"): {200},
-    ("POST", "/api/jobs"): {202, 400, 403, 413, 422},
+    ("POST", "/api/jobs"): {202, 400, 403, 413, 422, 429},
     ("GET", "/api/jobs"): {200, 422},
     ("GET", "/api/jobs/{job_id}"): {200, 404},
     ("DELETE", "/api/jobs/{job_id}"): {202, 403, 404, 409},
@@ -74,7 +74,7 @@ ANSWERS = {
     ("GET", "/api/sessions"): {200},
     ("GET", "/api/sessions/{session_id}"): {200, 404},
     ("DELETE", "/api/sessions/{session_id}"): {200, 403, 404},
-    ("POST", "/api/sessions/{session_id}/messages"): {202, 400, 403, 404, 413, 422},
+    ("POST", "/api/sessions/{session_id}/messages"): {202, 400, 403, 404, 413, 422, 429},
     ("GET", "/api/sessions/{session_id}/events"): {200, 400, 404, 422},
     ("GET", "/api/sessions/{session_id}/stream"): {200, 400, 404},
     ("GET", "/api/runs/{run_id}"): {200, 400, 404},
