@@ -9,7 +9,10 @@ out; a user over it is answered ``429`` with the JSON-RPC error
 
 Admission is decided under the manager's creation lock, without an await
 between the count and the registration, so concurrent ``initialize`` requests of
-one user cannot both take the last place.
+one user cannot both take the last place. The SDK offers no hook for this: the
+subclass extends its admission and discard steps (``_admit_session``,
+``_discard_session``, mcp 2.3); ``tests/mcp/test_session_quota.py`` holds it to
+that behaviour across SDK upgrades.
 """
 
 from __future__ import annotations
