@@ -220,6 +220,14 @@ CHANNEL_LAYERS = {
 # --- agentsite ------------------------------------------------------------------
 
 AGENTSITE_MODEL = env_str("AGENTSITE_MODEL", "offline")
+# The models a session or a response may name (fnmatch patterns such as claude-*); a
+# session that names none gets AGENTSITE_MODEL. The default: the offline model and
+# AGENTSITE_MODEL, so that nobody spends the operator's key on a model they did not offer.
+AGENTSITE_ALLOWED_MODELS = env_list(
+    "AGENTSITE_ALLOWED_MODELS", list(dict.fromkeys(["offline", AGENTSITE_MODEL]))
+)
+# The scripted model records every request it gets in Redis: for test suites only.
+AGENTSITE_SCRIPTED_MODEL = env_bool("AGENTSITE_SCRIPTED_MODEL", False)
 ANTHROPIC_API_KEY = env_str("ANTHROPIC_API_KEY")
 ANTHROPIC_BASE_URL = env_str("ANTHROPIC_BASE_URL")
 AGENTSITE_WORKSPACE = Path(env_str("AGENTSITE_WORKSPACE") or BASE_DIR / "workspace").resolve()
@@ -282,6 +290,19 @@ AGENTSITE_SSE_HEARTBEAT_S = env_float("AGENTSITE_SSE_HEARTBEAT_S", 15.0)
 # Extra modules that register tools (comma-separated dotted paths), imported by
 # every process together with the built-in tools.
 AGENTSITE_EXTRA_TOOLS = env_list("AGENTSITE_EXTRA_TOOLS", [])
+
+# --- quotas ---------------------------------------------------------------------------
+# Each user's limits (0: no limit); the admin's "User quotas" override them per user.
+# Live jobs and live turns are those queued or running; a message that would start a
+# turn is refused at the turn limit (one joining a session's queued turn is not).
+AGENTSITE_QUOTA_LIVE_JOBS = env_int("AGENTSITE_QUOTA_LIVE_JOBS", 100)
+AGENTSITE_QUOTA_LIVE_TURNS = env_int("AGENTSITE_QUOTA_LIVE_TURNS", 50)
+AGENTSITE_QUOTA_MESSAGES_PER_MINUTE = env_int("AGENTSITE_QUOTA_MESSAGES_PER_MINUTE", 120)
+# MCP sessions (2025-11-25 handshakes) one user may hold open in one web process, and
+# how long one may sit idle before it is closed; the process holds at most MAX_SESSIONS.
+AGENTSITE_QUOTA_MCP_SESSIONS = env_int("AGENTSITE_QUOTA_MCP_SESSIONS", 100)
+AGENTSITE_QUOTA_MCP_IDLE_S = env_float("AGENTSITE_QUOTA_MCP_IDLE_S", 300.0)
+AGENTSITE_MCP_MAX_SESSIONS = env_int("AGENTSITE_MCP_MAX_SESSIONS", 10_000)
 
 # --- auth, static, i18n --------------------------------------------------------------
 

@@ -90,6 +90,12 @@ class Job(models.Model):
             models.Index(fields=["status", "heartbeat_at"]),
             # /metrics adds the jobs finished since its last scrape (agentsite.metrics).
             models.Index(fields=["finished_at"], name="job_finished_at_idx"),
+            # An owner's live jobs, counted against the live-jobs quota (agentsite.quotas).
+            models.Index(
+                fields=["owner"],
+                condition=models.Q(status__in=["queued", "running"]),
+                name="job_live_owner_idx",
+            ),
         ]
 
     def __str__(self) -> str:

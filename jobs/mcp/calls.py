@@ -13,7 +13,7 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.db.models import Max, QuerySet
 from mcp_types import INVALID_PARAMS
 
-from agentsite.core.errors import DomainError
+from agentsite.core.errors import DomainError, QuotaExceeded
 from jobs import inline, lifecycle, services
 from jobs.mcp import mapping
 from jobs.models import Job
@@ -149,6 +149,9 @@ def _offset(cursor: str | None) -> int:
 
 
 def _from_request_error(exc: DomainError) -> Exception:
+    if isinstance(exc, QuotaExceeded):
+        data = mapping.quota_exceeded_data(retry_after_s=exc.retry_after_s, details=exc.details)
+        return McpCallError(mapping.QUOTA_EXCEEDED, exc.message, data)
     if exc.code == "invalid_arguments":
         return ToolInputRejected(exc.message, exc.details)
     if exc.code == "unknown_tool":

@@ -13,13 +13,18 @@ from typing import Any
 
 from asgiref.typing import ASGIReceiveCallable, ASGISendCallable, HTTPScope
 from channels.db import database_sync_to_async
+from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 from mcp.server.auth.provider import AccessToken
-from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from mcp.server.streamable_http import MCP_SESSION_ID_HEADER
+from mcp.shared.inbound import MCP_PROTOCOL_VERSION_HEADER
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
 from agentsite.auth import user_for_token
+from agentsite.quotas import Quota, quota_limit
 from jobs.mcp.server import build_server
+from jobs.mcp.sessions import SESSION_LIMIT_SCOPE_KEY, PerUserSessionManager
 
 MCP_PATHS = frozenset({"/mcp", "/mcp/"})
 # Larger bodies are passed on unchecked; the SDK refuses those above its own limit.
@@ -59,6 +64,24 @@ async def send_unauthorized(send: Any) -> None:
         }
     )
     await send({"type": "http.response.body", "body": body})
+
+
+def header(scope: Scope, name: str) -> str | None:
+    wanted = name.lower().encode()
+    for key, value in scope.get("headers", []):
+        if bytes(key).lower() == wanted:
+            return bytes(value).decode("latin-1")
+    return None
+
+
+def may_open_session(scope: Scope) -> bool:
+    """A POST of the handshake era (2025-11-25 and before) that names no session."""
+    version = header(scope, MCP_PROTOCOL_VERSION_HEADER)
+    return (
+        scope["method"] == "POST"
+        and header(scope, MCP_SESSION_ID_HEADER) is None
+        and (version is None or version in HANDSHAKE_PROTOCOL_VERSIONS)
+    )
 
 
 def is_jsonrpc_message(body: bytes) -> bool:
@@ -129,7 +152,11 @@ class McpEndpoint:
         self.server = build_server()
         # No Host/Origin allow-list: a browser page cannot attach the Bearer token
         # these requests need, which is what DNS-rebinding protection guards against.
-        self.manager = StreamableHTTPSessionManager(app=self.server, session_idle_timeout=30 * 60)
+        self.manager = PerUserSessionManager(
+            app=self.server,
+            session_idle_timeout=settings.AGENTSITE_QUOTA_MCP_IDLE_S,
+            max_sessions=settings.AGENTSITE_MCP_MAX_SESSIONS,
+        )
         self._running: asyncio.Future[None] | None = None
         self._runner: asyncio.Task[None] | None = None
 
@@ -149,6 +176,10 @@ class McpEndpoint:
         # the Django user from the scope of the request carrying each message.
         principal = AccessToken(token="", client_id=f"agentsite-user-{user.pk}", scopes=[])
         scope = {**scope, "user": AuthenticatedUser(principal), "agentsite.user": user}
+        if may_open_session(scope):
+            scope[SESSION_LIMIT_SCOPE_KEY] = await database_sync_to_async(quota_limit)(
+                user_id=user.pk, quota=Quota.MCP_SESSIONS
+            )
         await self.manager.handle_request(scope, receive, send)
 
     async def _ensure_running(self) -> None:
