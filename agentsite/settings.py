@@ -256,6 +256,9 @@ AGENTSITE_TURN_DB_THREADS = env_int(
     "AGENTSITE_TURN_DB_THREADS", 1 if _database["ENGINE"].endswith("sqlite3") else 8
 )
 AGENTSITE_TURN_TOOL_THREADS = env_int("AGENTSITE_TURN_TOOL_THREADS", 8)
+# Threads of a web process that run blocking tools called over MCP: a pool of
+# their own, so that a flood of slow calls waits there and never holds up requests.
+AGENTSITE_BLOCKING_TOOL_THREADS = env_int("AGENTSITE_BLOCKING_TOOL_THREADS", 4)
 # Threads of a web process that read session logs for its streams, each keeping a connection.
 AGENTSITE_STREAM_READ_THREADS = env_int("AGENTSITE_STREAM_READ_THREADS", 4)
 # On SIGTERM a turn worker lets running turns finish for this long, then hands
