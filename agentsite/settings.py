@@ -288,6 +288,21 @@ AGENTSITE_WEBHOOK_TIMEOUT_S = env_float("AGENTSITE_WEBHOOK_TIMEOUT_S", 10.0)
 AGENTSITE_REPORT_SECTION_DELAY_S = env_float("AGENTSITE_REPORT_SECTION_DELAY_S", 0.5)
 # The Python that run_tests runs pytest with (the workspace's own virtualenv, say).
 AGENTSITE_WORKSPACE_PYTHON = env_str("AGENTSITE_WORKSPACE_PYTHON") or sys.executable
+# Where run_tests runs pytest (jobs/tools/sandbox.py): "auto" in namespaces that hide
+# the server's secrets where this machine can make them and with a scrubbed
+# environment only where it cannot; "required" fails the job instead; "off" never tries.
+AGENTSITE_RUN_TESTS_SANDBOX = env_str("AGENTSITE_RUN_TESTS_SANDBOX", "auto").strip().lower()
+if AGENTSITE_RUN_TESTS_SANDBOX not in {"auto", "required", "off"}:
+    CONFIG_ERRORS.append(
+        (
+            "AGENTSITE_RUN_TESTS_SANDBOX",
+            f"AGENTSITE_RUN_TESTS_SANDBOX={AGENTSITE_RUN_TESTS_SANDBOX!r} is not one of "
+            "auto, required, off.",
+        )
+    )
+    AGENTSITE_RUN_TESTS_SANDBOX = "required"
+# More files and directories the sandbox covers (comma-separated absolute paths).
+AGENTSITE_RUN_TESTS_HIDDEN_PATHS = env_list("AGENTSITE_RUN_TESTS_HIDDEN_PATHS", [])
 # Seconds between keep-alive comments on server-sent event streams.
 AGENTSITE_SSE_HEARTBEAT_S = env_float("AGENTSITE_SSE_HEARTBEAT_S", 15.0)
 # Extra modules that register tools (comma-separated dotted paths), imported by

@@ -27,6 +27,7 @@ from jobs.live import redis_connection
 from jobs.models import Job
 from jobs.registry import ToolCancelled, get_tool
 from jobs.tools.context import JobToolContext, StopReason
+from jobs.tools.workspace_paths import server_paths_hidden
 
 log = logging.getLogger(__name__)
 
@@ -61,6 +62,11 @@ def run_job(job_id: str) -> dict[str, Any] | None:
         connections.close_all()
 
 
+def tool_error_message(exc: BaseException) -> str:
+    """What a failed job says: the error, without the server's own paths."""
+    return server_paths_hidden(f"{type(exc).__name__}: {exc}")
+
+
 class JobExecution:
     def __init__(self, job_id: str) -> None:
         self.job_id = job_id
@@ -89,7 +95,9 @@ class JobExecution:
         try:
             args = tool.validate(job.args)
         except Exception as exc:
-            self.end(lifecycle.job_fail, code="invalid_arguments", message=str(exc))
+            self.end(
+                lifecycle.job_fail, code="invalid_arguments", message=server_paths_hidden(str(exc))
+            )
             return
         ctx = JobToolContext(job)
         heartbeat = Heartbeat(ctx)
@@ -113,7 +121,7 @@ class JobExecution:
                 self.end_stopped(ctx)  # the failure is how the tool reacted to the stop
                 return
             ctx.logger.exception("tool of job %s raised", self.job_id)
-            self.end(lifecycle.job_fail, code="tool_error", message=f"{type(exc).__name__}: {exc}")
+            self.end(lifecycle.job_fail, code="tool_error", message=tool_error_message(exc))
             return
         ctx.progress_flush()
         if ctx.stop_reason == StopReason.DEADLINE:
