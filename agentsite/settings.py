@@ -88,6 +88,21 @@ DEBUG = env_bool("DEBUG", False)
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["127.0.0.1", "localhost", "[::1]", "testserver"])
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
 
+# Served over HTTPS only (production, typically behind a proxy that ends TLS and sets
+# X-Forwarded-Proto): HTTP is redirected (but /healthz and /metrics, which probes
+# read over plain HTTP), cookies are sent over HTTPS only, HSTS for a year. Each
+# setting may also be given on its own.
+AGENTSITE_HTTPS = env_bool("AGENTSITE_HTTPS", False)
+if env_bool("AGENTSITE_BEHIND_TLS_PROXY", AGENTSITE_HTTPS):
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", AGENTSITE_HTTPS)
+SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^metrics$"]
+SESSION_COOKIE_SECURE = env_bool("SESSION_COOKIE_SECURE", AGENTSITE_HTTPS)
+CSRF_COOKIE_SECURE = env_bool("CSRF_COOKIE_SECURE", AGENTSITE_HTTPS)
+SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 365 * 24 * 3600 if AGENTSITE_HTTPS else 0)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", False)
+SECURE_HSTS_PRELOAD = env_bool("SECURE_HSTS_PRELOAD", False)
+
 INSTALLED_APPS = [
     "django.contrib.admin",
     "django.contrib.auth",
@@ -116,6 +131,7 @@ MIDDLEWARE = [
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_prometheus.middleware.PrometheusAfterMiddleware",
     "agentsite.errors.ApiMethodNotAllowedAsJson",
+    "agentsite.errors.ApiErrorsAsJson",
     "agentsite.middleware.SyncChainMiddleware",
 ]
 
