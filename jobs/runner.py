@@ -27,7 +27,7 @@ from jobs.live import redis_connection
 from jobs.models import Job
 from jobs.registry import ToolCancelled, get_tool
 from jobs.tools.context import JobToolContext, StopReason
-from jobs.tools.workspace_paths import server_paths_hidden
+from jobs.tools.workspace_paths import server_paths_hidden, tool_error_message
 
 log = logging.getLogger(__name__)
 
@@ -60,11 +60,6 @@ def run_job(job_id: str) -> dict[str, Any] | None:
         return execution.outcome
     finally:
         connections.close_all()
-
-
-def tool_error_message(exc: BaseException) -> str:
-    """What a failed job says: the error, without the server's own paths."""
-    return server_paths_hidden(f"{type(exc).__name__}: {exc}")
 
 
 class JobExecution:

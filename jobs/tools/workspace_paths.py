@@ -55,3 +55,8 @@ def server_paths_hidden(text: str) -> str:
         if len(path) > 1:
             text = text.replace(path, "<server>")
     return text
+
+
+def tool_error_message(exc: BaseException) -> str:
+    """What a failed tool call says: the error, without the server's own paths."""
+    return server_paths_hidden(f"{type(exc).__name__}: {exc}")

@@ -264,3 +264,15 @@ def test_a_killed_runner_takes_the_test_run_with_it(slow_workspace: Path) -> Non
     finally:
         runner.kill()
         runner.wait()
+
+
+def test_an_error_of_the_run_names_no_server_path(tmp_path: Path) -> None:
+    (tmp_path / "test_a.py").write_text("def test_a():\n    pass\n")
+    with override_settings(AGENTSITE_WORKSPACE=tmp_path):
+        with pytest.raises(RuntimeError) as raised:
+            RUN_TESTS.run({"path": "test_a.py::test_missing"}, LocalToolContext())
+
+    message = str(raised.value)
+    assert "pytest could not run" in message
+    assert "test_a.py::test_missing" in message
+    assert str(tmp_path) not in message
