@@ -186,10 +186,14 @@ def subprocess_env(report_path: Path, scratch: Path, *, watch_parent: bool) -> d
     return env
 
 
+def workspace_python() -> str:
+    return str(tool_setting("AGENTSITE_WORKSPACE_PYTHON", sys.executable))
+
+
 def pytest_argv(args: RunTestsInput, root: Path, scratch: Path) -> list[str]:
     file_part, separator, rest = args.path.partition("::")
     target = workspace_relative(workspace_path(file_part or ".")) + separator + rest
-    python = tool_setting("AGENTSITE_WORKSPACE_PYTHON", sys.executable)
+    python = workspace_python()
     argv = [python, "-m", "pytest", "-p", PLUGIN_NAME, "-p", "no:cacheprovider"]
     argv += ["-q", "--color=no", f"--rootdir={root}"]
     if not any((root / name).is_file() for name in CONFIG_FILES):
@@ -247,6 +251,12 @@ def output_tail(path: Path, limit: int = 3000) -> str:
     return text[-limit:].strip()
 
 
+def interpreter_home() -> Path:
+    """The virtualenv or installation pytest's interpreter lives in, which the sandbox
+    mounts back should it lie in a covered directory (a virtualenv under /tmp)."""
+    return Path(workspace_python()).parent.parent
+
+
 def run_tests(args: Any, ctx: ToolContext) -> dict[str, Any]:
     params = tool_input(RunTestsInput, args)
     root = workspace_root()
@@ -257,7 +267,7 @@ def run_tests(args: Any, ctx: ToolContext) -> dict[str, Any]:
         report_path, log_path = scratch / "report.jsonl", scratch / "output.txt"
         report_path.touch()
         argv, isolation = sandboxed(
-            pytest_argv(params, root, scratch), cwd=root, keep=[root, scratch]
+            pytest_argv(params, root, scratch), cwd=root, keep=[root, scratch, interpreter_home()]
         )
         with open(log_path, "wb") as log:
             proc = subprocess.Popen(

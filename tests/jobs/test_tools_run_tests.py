@@ -276,3 +276,48 @@ def test_an_error_of_the_run_names_no_server_path(tmp_path: Path) -> None:
     assert "pytest could not run" in message
     assert "test_a.py::test_missing" in message
     assert str(tmp_path) not in message
+
+
+@pytest.fixture
+def no_sandbox_here(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """A machine without unshare/setpriv."""
+    import shutil
+
+    from jobs.tools import sandbox
+
+    monkeypatch.setattr(shutil, "which", lambda name: None)
+    sandbox.namespaces_work.cache_clear()
+    yield
+    sandbox.namespaces_work.cache_clear()
+
+
+def test_without_a_sandbox_auto_runs_with_the_scrubbed_environment_only(
+    tmp_path: Path, no_sandbox_here: None
+) -> None:
+    (tmp_path / "test_env.py").write_text(
+        "import os\n\ndef test_env():\n    assert 'SECRET_KEY' not in os.environ\n"
+        "    assert os.environ['HOME'] != os.path.expanduser('~root')\n"
+    )
+    with override_settings(AGENTSITE_WORKSPACE=tmp_path, AGENTSITE_RUN_TESTS_SANDBOX="auto"):
+        result = RUN_TESTS.run({}, LocalToolContext())
+
+    assert (result["summary"], result["sandbox"]) == ("1 passed", "none")
+
+
+def test_without_a_sandbox_required_fails_the_run_with_a_clear_error(
+    tmp_path: Path, no_sandbox_here: None
+) -> None:
+    (tmp_path / "test_a.py").write_text("def test_a():\n    pass\n")
+    with override_settings(AGENTSITE_WORKSPACE=tmp_path, AGENTSITE_RUN_TESTS_SANDBOX="required"):
+        with pytest.raises(
+            RuntimeError, match="run_tests runs tests only in its sandbox, and none"
+        ):
+            RUN_TESTS.run({}, LocalToolContext())
+
+
+def test_the_sandbox_is_used_where_it_can_be_made(tmp_path: Path) -> None:
+    (tmp_path / "test_a.py").write_text("def test_a():\n    pass\n")
+    with override_settings(AGENTSITE_WORKSPACE=tmp_path):
+        result = RUN_TESTS.run({}, LocalToolContext())
+
+    assert result["sandbox"] == "namespaces"
