@@ -65,6 +65,7 @@ def check_turn_pools() -> list[CheckMessage]:
         "AGENTSITE_TURN_CONCURRENCY",
         "AGENTSITE_TURN_DB_THREADS",
         "AGENTSITE_TURN_TOOL_THREADS",
+        "AGENTSITE_BLOCKING_TOOL_THREADS",
     )
     return [
         Error(

@@ -18,6 +18,7 @@ from jobs import inline, lifecycle, services
 from jobs.mcp import mapping
 from jobs.models import Job
 from jobs.registry import Tool, get_tool
+from jobs.tools.workspace_paths import tool_error_message
 
 TASKS_PAGE_SIZE = 50
 
@@ -55,7 +56,7 @@ def blocking_call(*, owner: AbstractBaseUser, tool: str, args: dict[str, Any]) -
     except DomainError as exc:
         raise _from_request_error(exc) from exc
     except Exception as exc:  # the tool's own failure is a result the model can read
-        return mapping.tool_result(f"{type(exc).__name__}: {exc}", is_error=True)
+        return mapping.tool_result(tool_error_message(exc), is_error=True)
     return mapping.tool_result(output)
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 from typing import Any
 
 from asgiref.typing import ASGIReceiveCallable, ASGISendCallable, HTTPScope
@@ -25,6 +26,8 @@ from agentsite.auth import user_for_token
 from agentsite.quotas import Quota, quota_limit
 from jobs.mcp.server import build_server
 from jobs.mcp.sessions import SESSION_LIMIT_SCOPE_KEY, PerUserSessionManager
+
+logger = logging.getLogger(__name__)
 
 MCP_PATHS = frozenset({"/mcp", "/mcp/"})
 # Larger bodies are passed on unchecked; the SDK refuses those above its own limit.
@@ -199,6 +202,34 @@ class McpEndpoint:
             raise
 
 
+async def send_server_error(send: Any) -> None:
+    """A JSON-RPC internal error without details: what failed is in the log only."""
+    error = {"code": -32603, "message": "The server failed to answer this request."}
+    body = json.dumps({"jsonrpc": "2.0", "id": None, "error": error}).encode()
+    headers = [(b"content-type", b"application/json")]
+    await send({"type": "http.response.start", "status": 500, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
+async def answered_on_failure(endpoint: McpEndpoint, scope: Scope, receive: Any, send: Any) -> None:
+    """Run the endpoint; an exception it lets out is logged and, if nothing was sent
+    yet, answered with a JSON 500 (never a traceback)."""
+    started = False
+
+    async def tracking_send(message: Any) -> None:
+        nonlocal started
+        if message.get("type") == "http.response.start":
+            started = True
+        await send(message)
+
+    try:
+        await endpoint(scope, receive, tracking_send)
+    except Exception:
+        logger.exception("unexpected error in %s %s", scope.get("method"), scope.get("path"))
+        if not started:
+            await send_server_error(send)
+
+
 def mcp_or(django_app: Any) -> Any:
     """Send HTTP requests for ``/mcp`` to the MCP endpoint, everything else to ``django_app``."""
     endpoint: McpEndpoint | None = None
@@ -208,7 +239,7 @@ def mcp_or(django_app: Any) -> Any:
         if scope["type"] == "http" and scope["path"] in MCP_PATHS:
             if endpoint is None:
                 endpoint = McpEndpoint()
-            await endpoint(dict(scope), receive, send)
+            await answered_on_failure(endpoint, dict(scope), receive, send)
             return
         await django_app(scope, receive, send)
 
