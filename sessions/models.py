@@ -32,7 +32,15 @@ class AgentSession(models.Model):
 
     class Meta:
         ordering = ["-updated_at"]
-        indexes = [models.Index(fields=["owner", "-updated_at"])]
+        indexes = [
+            models.Index(fields=["owner", "-updated_at"]),
+            # Retention finds the sessions deleted longest ago (sessions.retention).
+            models.Index(
+                fields=["deleted_at"],
+                condition=models.Q(deleted_at__isnull=False),
+                name="session_deleted_idx",
+            ),
+        ]
 
     def __str__(self) -> str:
         return self.title or self.id
@@ -143,6 +151,12 @@ class Run(models.Model):
                 fields=["owner"],
                 condition=models.Q(status__in=["queued", "running"]),
                 name="run_live_owner_idx",
+            ),
+            # The reaper reads only queued and running runs (sessions.runs.runs_reap).
+            models.Index(
+                fields=["status", "created_at"],
+                condition=models.Q(status__in=["queued", "running"]),
+                name="run_live_idx",
             ),
         ]
 
