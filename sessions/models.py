@@ -153,11 +153,8 @@ class Run(models.Model):
                 name="run_live_owner_idx",
             ),
             # The reaper reads only queued and running runs (sessions.runs.runs_reap).
-            models.Index(
-                fields=["status", "created_at"],
-                condition=models.Q(status__in=["queued", "running"]),
-                name="run_live_idx",
-            ),
+            # Not a partial index: SQLite would not use one for a single status.
+            models.Index(fields=["status", "created_at"], name="run_status_created_idx"),
         ]
 
     def __str__(self) -> str:

@@ -18,6 +18,6 @@ class Migration(migrations.Migration):
         ),
         migrations.AddIndex(
             model_name='run',
-            index=models.Index(condition=models.Q(('status__in', ['queued', 'running'])), fields=['status', 'created_at'], name='run_live_idx'),
+            index=models.Index(fields=['status', 'created_at'], name='run_status_created_idx'),
         ),
     ]

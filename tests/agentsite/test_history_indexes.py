@@ -146,7 +146,7 @@ def test_the_sweep_reads_only_live_jobs_and_runs(history: Any) -> None:
     found = plans(jobs_sweep)
     assert_indexed(found, "jobs_job_status_84c7a0_idx")  # (status, heartbeat_at)
     assert_indexed(found, "job_key_expiry_idx")
-    assert_indexed(plans(runs_reap), "run_live_idx")
+    assert_indexed(plans(runs_reap), "run_status_created_idx")
 
 
 # Batches of 10: over a few thousand rows, one batch names the share of a table
