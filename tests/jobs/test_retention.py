@@ -82,19 +82,20 @@ def test_what_is_still_live_or_needed_stays(user: Any) -> None:
 
 
 def test_a_pass_deletes_a_bounded_number_of_rows_and_leaves_the_rest_for_the_next(
-    user: Any,
+    user: Any, settings: Any
 ) -> None:
+    settings.AGENTSITE_RETENTION_BATCH, settings.AGENTSITE_RETENTION_BATCHES = 2, 4
     jobs = [with_history(job(user), chunks=4) for _ in range(3)]
     rows = JobChunk.objects.count() + JobEvent.objects.count() + Job.objects.count()
 
     # Two rows a statement, four statements: not even the first two jobs' chunks.
-    assert jobs_purge(budget=Budget(size=2, batches=4)) == 0
+    assert jobs_purge() == 0
     assert Job.objects.count() == 3
     assert JobChunk.objects.count() + JobEvent.objects.count() + Job.objects.count() < rows
 
     passes = 1
     while Job.objects.exists():
-        jobs_purge(budget=Budget(size=2, batches=4))
+        jobs_purge()
         passes += 1
         assert passes < 20
     assert passes > 2

@@ -8,7 +8,6 @@ from typing import Any
 import pytest
 from django.utils import timezone
 
-from agentsite.core.batches import Budget
 from jobs.models import Job
 from responses.models import AgentResponse
 from sessions.models import AgentSession, Event, Run
@@ -75,16 +74,17 @@ def test_a_deleted_session_still_in_use_stays(user: Any) -> None:
 
 
 def test_a_pass_deletes_a_bounded_number_of_rows_and_leaves_the_rest_for_the_next(
-    user: Any,
+    user: Any, settings: Any
 ) -> None:
+    settings.AGENTSITE_RETENTION_BATCH, settings.AGENTSITE_RETENTION_BATCHES = 2, 3
     sessions = [deleted(session_with_history(user, events=5), days_ago=40) for _ in range(2)]
 
-    assert sessions_purge(budget=Budget(size=2, batches=3)) == 0
+    assert sessions_purge() == 0
     assert Event.objects.count() == 10 - 6
 
     passes = 1
     while AgentSession.objects.exists():
-        sessions_purge(budget=Budget(size=2, batches=3))
+        sessions_purge()
         passes += 1
         assert passes < 20
     assert not any(exists(s) for s in sessions)
