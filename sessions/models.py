@@ -153,7 +153,8 @@ class Run(models.Model):
                 name="run_live_owner_idx",
             ),
             # The reaper reads only queued and running runs (sessions.runs.runs_reap).
-            # Not a partial index: SQLite would not use one for a single status.
+            # Not a partial index: SQLite does not use one (run_live_owner_idx
+            # included) for a single status; PostgreSQL may take either.
             models.Index(fields=["status", "created_at"], name="run_status_created_idx"),
         ]
 
