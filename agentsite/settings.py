@@ -47,15 +47,19 @@ def env_bool(name: str, default: bool) -> bool:
     return default
 
 
-def env_int(name: str, default: int) -> int:
+def env_int(name: str, default: int, *, least: int | None = None) -> int:
     raw = os.environ.get(name)
     if raw is None or raw == "":
         return default
     try:
-        return int(raw)
+        value = int(raw)
     except ValueError:
         CONFIG_ERRORS.append((name, f"{name}={raw!r} is not an integer."))
         return default
+    if least is not None and value < least:
+        CONFIG_ERRORS.append((name, f"{name}={raw!r} is below {least}."))
+        return default
+    return value
 
 
 def env_float(name: str, default: float) -> float:
@@ -289,6 +293,16 @@ AGENTSITE_JOB_HEARTBEAT_S = env_float("AGENTSITE_JOB_HEARTBEAT_S", 1.0)
 AGENTSITE_JOB_HEARTBEAT_STALE_S = env_float("AGENTSITE_JOB_HEARTBEAT_STALE_S", 10.0)
 # Seconds between the scheduler's job sweeps (lost workers, deadlines, webhook retries).
 AGENTSITE_JOB_SWEEP_S = env_int("AGENTSITE_JOB_SWEEP_S", 2)
+# Retention: finished jobs (with their partial results, events and webhook
+# deliveries) and sessions their owner deleted (with their events, runs and
+# responses) are deleted this many days after they ended or were deleted (0: kept
+# forever). The scheduler deletes them every RETENTION_SWEEP_S seconds, at most
+# RETENTION_BATCHES statements of RETENTION_BATCH rows each per pass.
+AGENTSITE_JOB_RETENTION_DAYS = env_int("AGENTSITE_JOB_RETENTION_DAYS", 30, least=0)
+AGENTSITE_SESSION_RETENTION_DAYS = env_int("AGENTSITE_SESSION_RETENTION_DAYS", 30, least=0)
+AGENTSITE_RETENTION_SWEEP_S = env_int("AGENTSITE_RETENTION_SWEEP_S", 60, least=1)
+AGENTSITE_RETENTION_BATCH = env_int("AGENTSITE_RETENTION_BATCH", 500, least=1)
+AGENTSITE_RETENTION_BATCHES = env_int("AGENTSITE_RETENTION_BATCHES", 20, least=1)
 # Delays before each webhook retry; the delivery is given up after the last one.
 try:
     AGENTSITE_WEBHOOK_RETRY_S = [

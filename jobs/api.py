@@ -21,6 +21,7 @@ from agentsite.http import NOT_BLANK, Body, errors
 from jobs import documents, lifecycle, services, webhooks
 from jobs.models import IDEMPOTENCY_KEY_MAX_LENGTH, MAX_DEPENDENCIES, Job
 from jobs.registry import all_tools
+from jobs.retention import job_not_found_message
 
 router = Router(tags=["jobs"])
 
@@ -290,7 +291,7 @@ def job_cancel(request: HttpRequest, job_id: str) -> Status[dict[str, str]]:
     try:
         state = lifecycle.job_request_cancel(job_id=job.id)
     except Job.DoesNotExist as exc:
-        raise NotFound("No such job.") from exc
+        raise NotFound(job_not_found_message()) from exc
     return Status(202, {"job_id": job.id, "status": state})
 
 

@@ -84,17 +84,25 @@ class Job(models.Model):
             )
         ]
         indexes = [
-            models.Index(fields=["owner", "-created_at"]),
+            # An owner's newest-first list (the job list API), in its own order.
+            models.Index(fields=["owner", "-created_at", "-id"], name="job_owner_created_idx"),
             # The admin's and the sweep's newest-first lists over every owner.
             models.Index(fields=["-created_at", "-id"], name="job_created_idx"),
             models.Index(fields=["status", "heartbeat_at"]),
-            # /metrics adds the jobs finished since its last scrape (agentsite.metrics).
+            # /metrics adds the jobs finished since its last scrape (agentsite.metrics);
+            # retention finds the oldest finished jobs (jobs.retention).
             models.Index(fields=["finished_at"], name="job_finished_at_idx"),
             # An owner's live jobs, counted against the live-jobs quota (agentsite.quotas).
             models.Index(
                 fields=["owner"],
                 condition=models.Q(status__in=["queued", "running"]),
                 name="job_live_owner_idx",
+            ),
+            # The sweep releases expired Idempotency-Keys: only rows holding one.
+            models.Index(
+                fields=["idempotency_expires_at"],
+                condition=models.Q(idempotency_key__isnull=False),
+                name="job_key_expiry_idx",
             ),
         ]
 

@@ -21,6 +21,7 @@ from django.db.models import QuerySet
 from django.utils import timezone
 from pydantic import BaseModel, ValidationError
 
+from agentsite.core.batches import Budget, retention_budget, rows_update
 from agentsite.core.errors import BadRequest, Invalid, NotFound, QuotaExceeded
 from agentsite.core.ids import is_id
 from agentsite.quotas import BUSY_RETRY_AFTER_S, Quota, quota_exceeded, quota_limit, quota_lock
@@ -28,6 +29,7 @@ from jobs import hooks, lifecycle
 from jobs.addresses import AddressRefused, check_url
 from jobs.models import IDEMPOTENCY_KEY_MAX_LENGTH, MAX_DEPENDENCIES, Job
 from jobs.registry import Tool, get_tool
+from jobs.retention import job_not_found_message
 
 # --- starting jobs -------------------------------------------------------------------
 
@@ -253,10 +255,10 @@ def job_get(*, owner: Any, job_id: str) -> Job:
     the job pages all look a job up through it.
     """
     if not is_id("job", job_id):
-        raise NotFound("No such job.")
+        raise NotFound(job_not_found_message())
     job = Job.objects.filter(id=job_id, owner=owner).first()
     if job is None:
-        raise NotFound("No such job.")
+        raise NotFound(job_not_found_message())
     return job
 
 
@@ -282,8 +284,13 @@ def job_list(
 # --- housekeeping ---------------------------------------------------------------------
 
 
-def idempotency_keys_expire() -> int:
-    """Release Idempotency-Keys past their time to live, so they may be used again."""
-    return Job.objects.filter(
+def idempotency_keys_expire(*, budget: Budget | None = None) -> int:
+    """Release Idempotency-Keys past their time to live, so they may be used again.
+
+    A batch per statement (``job_key_expiry_idx``); keys past the budget wait for the
+    next pass, and a key asked for meanwhile is released on the spot (``job_for_key``).
+    """
+    expired = Job.objects.filter(
         idempotency_key__isnull=False, idempotency_expires_at__lt=timezone.now()
-    ).update(idempotency_key=None)
+    )
+    return rows_update(expired, budget or retention_budget(), idempotency_key=None)[0]

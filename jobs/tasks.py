@@ -18,7 +18,7 @@ from django.utils import timezone
 from rq.job import Job as RqJob
 
 from agentsite.core.periodic import PeriodicTask
-from jobs import lifecycle, services, webhooks
+from jobs import lifecycle, retention, services, webhooks
 from jobs.handoff import connections_detach_inherited
 from jobs.heartbeat import stop_horse
 from jobs.lifecycle import JobTransitionError
@@ -110,22 +110,39 @@ def lost_enqueues_repeat() -> int:
     return count
 
 
+def jobs_sweep() -> dict[str, int]:
+    """One pass over live jobs, webhook retries and expired idempotency keys."""
+    return {
+        "lost": lost_jobs_fail(),
+        "overdue": overdue_jobs_stop(),
+        "released": waiting_jobs_release(),
+        "requeued": lost_enqueues_repeat(),
+        "webhook_retries": webhooks.webhook_retries_due(),
+        "keys_expired": services.idempotency_keys_expire(),
+    }
+
+
 def sweep_jobs() -> dict[str, int]:
-    """The scheduler's periodic pass over jobs, webhook retries and idempotency keys."""
+    """The scheduler's periodic pass (``jobs_sweep``) in a process of its own."""
     connections_detach_inherited()
     try:
-        return {
-            "lost": lost_jobs_fail(),
-            "overdue": overdue_jobs_stop(),
-            "released": waiting_jobs_release(),
-            "requeued": lost_enqueues_repeat(),
-            "webhook_retries": webhooks.webhook_retries_due(),
-            "keys_expired": services.idempotency_keys_expire(),
-        }
+        return jobs_sweep()
     finally:
         connections.close_all()
 
 
+def purge_jobs() -> dict[str, int]:
+    """The scheduler's retention pass: finished jobs past ``AGENTSITE_JOB_RETENTION_DAYS``."""
+    connections_detach_inherited()
+    try:
+        return {"jobs_deleted": retention.jobs_purge()}
+    finally:
+        connections.close_all()
+
+
+# Retention is on ``default`` (served by the tool workers): it may wait behind tool
+# jobs, never delay a turn, and each pass is bounded (AGENTSITE_RETENTION_BATCHES).
 PERIODIC: list[PeriodicTask] = [
     (sweep_jobs, "turns", settings.AGENTSITE_JOB_SWEEP_S),
+    (purge_jobs, "default", settings.AGENTSITE_RETENTION_SWEEP_S),
 ]

@@ -33,7 +33,7 @@ def owned_job_or_404(request: HttpRequest, job_id: str) -> Job:
     try:
         return job_get(owner=request.user, job_id=job_id)
     except NotFound as exc:
-        raise Http404("No such job.") from exc
+        raise Http404(exc.message) from exc
 
 
 def partial_label(item: Any) -> str:

@@ -32,7 +32,15 @@ class AgentSession(models.Model):
 
     class Meta:
         ordering = ["-updated_at"]
-        indexes = [models.Index(fields=["owner", "-updated_at"])]
+        indexes = [
+            models.Index(fields=["owner", "-updated_at"]),
+            # Retention finds the sessions deleted longest ago (sessions.retention).
+            models.Index(
+                fields=["deleted_at"],
+                condition=models.Q(deleted_at__isnull=False),
+                name="session_deleted_idx",
+            ),
+        ]
 
     def __str__(self) -> str:
         return self.title or self.id
@@ -144,6 +152,10 @@ class Run(models.Model):
                 condition=models.Q(status__in=["queued", "running"]),
                 name="run_live_owner_idx",
             ),
+            # The reaper reads only queued and running runs (sessions.runs.runs_reap).
+            # Not a partial index: SQLite does not use one (run_live_owner_idx
+            # included) for a single status; PostgreSQL may take either.
+            models.Index(fields=["status", "created_at"], name="run_status_created_idx"),
         ]
 
     def __str__(self) -> str:

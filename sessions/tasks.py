@@ -4,7 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.conf import settings
+from django.db import connections
+
 from agentsite.core.periodic import PeriodicTask
+from jobs.handoff import connections_detach_inherited
+from sessions.retention import sessions_purge
 from sessions.runs import runs_reap
 from sessions.runtime import run_execute
 
@@ -19,8 +24,19 @@ def reap_runs() -> dict[str, Any]:
     return runs_reap()
 
 
+def purge_sessions() -> dict[str, int]:
+    """The retention pass: sessions deleted over ``AGENTSITE_SESSION_RETENTION_DAYS`` ago."""
+    connections_detach_inherited()
+    try:
+        return {"sessions_deleted": sessions_purge()}
+    finally:
+        connections.close_all()
+
+
 # On ``turns``, so a lost turn is reaped by the turn workers (never behind tool jobs),
 # every few seconds: with the default staleness a killed worker's runs end within ~20 s.
 PERIODIC: list[PeriodicTask] = [
     (reap_runs, "turns", 5),
+    # On ``default`` like the jobs' retention pass (jobs.tasks.purge_jobs).
+    (purge_sessions, "default", settings.AGENTSITE_RETENTION_SWEEP_S),
 ]

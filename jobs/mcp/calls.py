@@ -18,6 +18,7 @@ from jobs import inline, lifecycle, services
 from jobs.mcp import mapping
 from jobs.models import Job
 from jobs.registry import Tool, get_tool
+from jobs.retention import jobs_kept_sentence
 from jobs.tools.workspace_paths import tool_error_message
 
 TASKS_PAGE_SIZE = 50
@@ -78,7 +79,11 @@ def task_job(*, owner: AbstractBaseUser, task_id: str) -> Job:
     try:
         job = services.job_get(owner=owner, job_id=task_id)
     except DomainError as exc:
-        raise McpCallError(INVALID_PARAMS, "Failed to retrieve task: Task not found") from exc
+        raise McpCallError(
+            INVALID_PARAMS,
+            f"Failed to retrieve task: Task not found. {jobs_kept_sentence()}".strip(),
+            {"code": exc.code, "message": exc.message},
+        ) from exc
     job.last_event_at = job.events.aggregate(at=Max("created_at"))["at"]  # type: ignore[attr-defined]
     return job
 

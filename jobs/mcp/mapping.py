@@ -13,12 +13,11 @@ from typing import Any
 
 from jobs.documents import job_summary
 from jobs.models import Job
+from jobs.retention import job_retention_ms
 
 TASKS_EXTENSION = "io.modelcontextprotocol/tasks"
 RELATED_TASK_META_KEY = "io.modelcontextprotocol/related-task"
 POLL_INTERVAL_MS = 1000
-# Job rows are kept, so a task outlives this; it is the horizon clients may rely on.
-TASK_TTL_MS = 7 * 24 * 3600 * 1000
 MISSING_CAPABILITY = -32021
 # A server error (JSON-RPC reserves -32000..-32099 for them): the caller is over one of
 # its quotas; data carries {"code": "quota_exceeded", "retry_after_s", "details"}.
@@ -102,7 +101,7 @@ def task_doc(job: Job) -> dict[str, Any]:
         "statusMessage": task_status_message(job),
         "createdAt": iso(job.created_at),
         "lastUpdatedAt": iso(last_updated(job)),
-        "ttlMs": TASK_TTL_MS,
+        "ttlMs": job_retention_ms(),
         "pollIntervalMs": POLL_INTERVAL_MS,
     }
     if doc["status"] == "completed":
@@ -128,7 +127,7 @@ def legacy_task_doc(job: Job) -> dict[str, Any]:
         "statusMessage": task_status_message(job),
         "createdAt": iso(job.created_at),
         "lastUpdatedAt": iso(last_updated(job)),
-        "ttl": TASK_TTL_MS,
+        "ttl": job_retention_ms(),
         "pollInterval": POLL_INTERVAL_MS,
     }
 

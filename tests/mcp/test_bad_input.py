@@ -109,7 +109,7 @@ def test_an_unknown_task_id_is_invalid_params(
 
     errors = anyio.run(scenario)
     assert [e.error.code for e in errors] == [-32602, -32602]
-    assert errors[0].error.message == "Failed to retrieve task: Task not found"
+    assert errors[0].error.message.startswith("Failed to retrieve task: Task not found.")
 
 
 @pytest.mark.parametrize("modern", [False, True], ids=["2025-11-25", "2026-07-28"])

@@ -1,13 +1,15 @@
 """``manage.py seed_history``: months of history in bulk, to measure what grows.
 
 Sessions with their event logs and finished runs, and finished jobs with their
-events and partial results, spread over the last ``--days`` days, owned by
+events, partial results, delivered webhooks (one in two) and dependencies (one
+in five depends on the job before it), spread over the last ``--days`` days, owned by
 ``--user`` (created when missing). For benchmarks and capacity checks on a
 scratch database, never on one whose data matters.
 """
 
 from __future__ import annotations
 
+import itertools
 import random
 import sys
 import time
@@ -18,12 +20,12 @@ from typing import Any
 
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError, CommandParser
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import DateTimeField, Model
 from django.utils import timezone
 
 from agentsite.core.ids import new_job_id, new_run_id, new_session_id
-from jobs.models import Job, JobChunk, JobEvent
+from jobs.models import Job, JobChunk, JobEvent, WebhookAttempt, WebhookDelivery
 from sessions.models import AgentSession, Event, Run
 
 BATCH = 5000
@@ -46,6 +48,20 @@ def own_creation_times(model: type[Model]) -> Iterator[None]:
         yield
     finally:
         field.auto_now_add = True
+
+
+def analyze() -> None:
+    """Fresh planner statistics on PostgreSQL, as autovacuum gathers a while after a bulk load.
+
+    Without them the planner takes the seeded tables for nearly empty ones.
+    """
+    if connection.vendor != "postgresql":
+        return
+    tables = [m._meta.db_table for m in (AgentSession, Event, Run, Job, JobChunk, JobEvent)]
+    tables += [WebhookDelivery._meta.db_table, WebhookAttempt._meta.db_table]
+    tables.append(Job.depends_on.through._meta.db_table)
+    with connection.cursor() as cursor:
+        cursor.execute(f"ANALYZE {', '.join(connection.ops.quote_name(t) for t in tables)}")
 
 
 class Progress:
@@ -94,6 +110,7 @@ class Command(BaseCommand):
         now = timezone.now()
         self.seed_sessions(user, sessions, per_session, now, span, rng)
         self.seed_jobs(user, jobs, now, span, rng)
+        analyze()
 
     def seed_sessions(
         self, user: Any, n: int, per_session: int, now: Any, span: timedelta, rng: random.Random
@@ -157,6 +174,9 @@ class Command(BaseCommand):
                         finished_at=finished,
                     )
                 )
+            for before, job in itertools.pairwise(batch):
+                if rng.random() < 0.2:
+                    job.dependency_ids, before.has_dependents = [before.id], True
             with transaction.atomic(), own_creation_times(Job):
                 Job.objects.bulk_create(batch)
                 JobEvent.objects.bulk_create(
@@ -165,5 +185,29 @@ class Command(BaseCommand):
                 JobChunk.objects.bulk_create(
                     JobChunk(job=job, index=0, item={"line": "31 passed"}) for job in batch
                 )
+                self.seed_webhooks(batch[::2])
+                Job.depends_on.through.objects.bulk_create(
+                    Job.depends_on.through(from_job_id=job.id, to_job_id=job.dependency_ids[0])
+                    for job in batch
+                    if job.dependency_ids
+                )
             done += size
             progress.add(size)
+
+    def seed_webhooks(self, jobs: list[Job]) -> None:
+        """A delivered callback of each of ``jobs``, with its one attempt."""
+        deliveries = WebhookDelivery.objects.bulk_create(
+            WebhookDelivery(
+                job=job,
+                message_id=f"msg_{job.id}",
+                url="https://hooks.example.com/agentsite",
+                payload={"type": f"job.{job.status}"},
+                status=WebhookDelivery.Status.DELIVERED,
+                attempts=1,
+            )
+            for job in jobs
+        )
+        WebhookAttempt.objects.bulk_create(
+            WebhookAttempt(delivery=d, number=1, status_code=200, duration_ms=12.0)
+            for d in deliveries
+        )
