@@ -101,12 +101,14 @@ PONG: PongReply = {"type": "pong"}
 
 
 def offered_api_token(scope: dict[str, Any]) -> str:
-    """An API token from ``Sec-WebSocket-Protocol: agentsite.bearer.<token>`` or ``?token=``."""
+    """An API token from ``Sec-WebSocket-Protocol: agentsite.bearer.<token>``.
+
+    Never from the URL: a query string lands in access logs and proxy logs.
+    """
     for protocol in scope.get("subprotocols", []):
         if protocol.startswith(TOKEN_SUBPROTOCOL_PREFIX):
             return str(protocol).removeprefix(TOKEN_SUBPROTOCOL_PREFIX)
-    query = parse_qs(scope.get("query_string", b"").decode("latin1"))
-    return query.get("token", [""])[0]
+    return ""
 
 
 @streams.log_read
