@@ -27,8 +27,9 @@ from websockets.sync.client import connect as websocket_connect
 from websockets.typing import Subprotocol
 
 from agentsite.models import ApiToken
+from responses.models import AgentResponse
 from sessions.events import event_append
-from sessions.models import Event
+from sessions.models import Event, Run
 from tests.conftest import Processes
 from tests.sessions.test_stream_clients import daphne_serve
 
@@ -241,28 +242,16 @@ def test_revoking_a_token_ends_its_websocket_and_streams(
     assert response.status_code == 401
 
 
-def test_a_run_stream_and_a_responses_stream_end_with_their_token(
-    prompted: str, user: Any, followers: list[Follower]
-) -> None:
+def test_a_run_stream_and_a_responses_stream_end_with_their_token(prompted: str, user: Any) -> None:
     token, raw = token_of(user)
     session_id = new_session(prompted, raw)
-    run = httpx.post(
-        f"{prompted}/api/sessions/{session_id}/messages",
-        json={"text": "hi"},
-        headers=bearer(raw),
-        timeout=10,
+    # A run and a response that nobody works on: their streams stay open until they end.
+    run = Run.objects.create(session_id=session_id, owner=user)
+    response = AgentResponse.objects.create(
+        owner=user, session_id=session_id, input_seq=note(session_id, "hi"), model="offline"
     )
-    assert run.status_code == 202, run.text
-    run_id = run.json()["run_id"]
-    run_stream = Stream(f"{prompted}/api/runs/{run_id}/stream", bearer(raw))
-    created = httpx.post(
-        f"{prompted}/v1/responses",
-        json={"model": "offline", "input": "hi", "background": True},
-        headers=bearer(raw),
-        timeout=10,
-    )
-    assert created.status_code == 200, created.text
-    v1_stream = Stream(f"{prompted}/v1/responses/{created.json()['id']}?stream=true", bearer(raw))
+    run_stream = Stream(f"{prompted}/api/runs/{run.id}/stream", bearer(raw))
+    v1_stream = Stream(f"{prompted}/v1/responses/{response.id}?stream=true", bearer(raw))
     try:
         run_stream.wait_for("heartbeat")
         v1_stream.wait_for("heartbeat")
@@ -345,3 +334,51 @@ def test_a_token_deleted_without_a_message_still_ends_its_connections(
 
     revoked.assert_ended()
     other.assert_alive()
+
+
+# --- MCP -------------------------------------------------------------------------------------
+
+
+def mcp_listening(base: str, raw: str) -> Stream:
+    """An initialised MCP session's GET stream (server-to-client messages), open."""
+    headers = {**bearer(raw), "Accept": "application/json, text/event-stream"}
+    hello = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-06-18",
+            "capabilities": {},
+            "clientInfo": {"name": "revocation-test", "version": "1"},
+        },
+    }
+    response = httpx.post(f"{base}/mcp", json=hello, headers=headers, timeout=10)
+    assert response.status_code == 200, response.text
+    headers = {
+        **headers,
+        "mcp-session-id": response.headers["mcp-session-id"],
+        "mcp-protocol-version": "2025-06-18",
+    }
+    ready = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+    response = httpx.post(f"{base}/mcp", json=ready, headers=headers, timeout=10)
+    assert response.status_code == 202, response.text
+    stream = Stream(f"{base}/mcp", {**headers, "Accept": "text/event-stream"})
+    deadline = threading.Event()
+    while stream.response is None and not stream.ended.is_set():
+        deadline.wait(0.05)
+    assert stream.response is not None and stream.response.status_code == 200
+    return stream
+
+
+def test_an_mcp_stream_ends_with_its_token(prompted: str, user: Any, other_user: Any) -> None:
+    token, raw = token_of(user)
+    _, other_raw = token_of(other_user)
+    revoked, other = mcp_listening(prompted, raw), mcp_listening(prompted, other_raw)
+    try:
+        revoke_through_the_api(prompted, token, token_of(user, "kept")[1])
+
+        assert revoked.ended.wait(WAIT_S)
+        assert not other.ended.is_set()
+    finally:
+        revoked.close()
+        other.close()
