@@ -7,7 +7,9 @@ server-sent-event views (``sessions.sse``) — follow a session the same way:
    that group comes back, which proves the subscription is live in Redis;
 2. replay every logged event after the client's position;
 3. forward live notifications, dropping seqs already delivered and reading any
-   seq skipped by the live channel back from the log.
+   seq skipped by the live channel back from the log;
+4. end once the credential the follower was opened with no longer holds
+   (``CredentialWatch``: prompted by its user's group, re-checked when idle).
 
 Because every event is committed before it is published, anything the replay
 did not see is published after the marker and so reaches the live queue: the

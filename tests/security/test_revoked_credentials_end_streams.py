@@ -10,7 +10,9 @@ signals' back, as if Redis had lost it): the database is the truth.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import socket
 import threading
 from collections.abc import Iterator
 from contextlib import ExitStack
@@ -126,8 +128,12 @@ class Stream(threading.Thread):
         assert any(text in line for line in self.lines), self.lines
 
     def close(self) -> None:
+        """Hang up: the socket is shut down under the reading thread, and the server sees it."""
         if self.response is not None:
-            self.response.close()
+            network = self.response.extensions["network_stream"]
+            with contextlib.suppress(OSError):
+                network.get_extra_info("socket").shutdown(socket.SHUT_RDWR)
+        self.join(WAIT_S)
 
 
 def bearer(token: str) -> dict[str, str]:
