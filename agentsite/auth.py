@@ -14,6 +14,7 @@ from django.utils import timezone
 from ninja.errors import AuthenticationError
 from ninja.security import HttpBearer, SessionAuth
 
+from agentsite.credentials import Credential
 from agentsite.models import ApiToken
 
 LAST_USED_RESOLUTION = timedelta(seconds=60)
@@ -21,7 +22,11 @@ LAST_USED_RESOLUTION = timedelta(seconds=60)
 
 class BearerTokenAuth(HttpBearer):
     def authenticate(self, request: HttpRequest, token: str) -> AbstractBaseUser | None:
-        return user_for_token(token)
+        api_token = api_token_for(token)
+        if api_token is None:
+            return None
+        request.api_token_id = api_token.pk  # type: ignore[attr-defined]
+        return api_token.user
 
 
 class BrowserSessionAuth(SessionAuth):
@@ -38,8 +43,8 @@ class BrowserSessionAuth(SessionAuth):
         return super().__call__(request)
 
 
-def user_for_token(raw: str) -> AbstractBaseUser | None:
-    """The active user a raw API token belongs to, or None."""
+def api_token_for(raw: str) -> ApiToken | None:
+    """The unexpired token ``raw`` is, if its user is active (``token.user``), or None."""
     api_token = ApiToken.objects.for_raw_token(raw)
     if api_token is None or not api_token.user.is_active:
         return None
@@ -48,7 +53,26 @@ def user_for_token(raw: str) -> AbstractBaseUser | None:
     # "last used" to the minute is what an operator needs.
     if api_token.last_used_at is None or now - api_token.last_used_at > LAST_USED_RESOLUTION:
         ApiToken.objects.filter(pk=api_token.pk).update(last_used_at=now)
-    return api_token.user
+    return api_token
+
+
+def user_for_token(raw: str) -> AbstractBaseUser | None:
+    """The active user a raw API token belongs to, or None."""
+    api_token = api_token_for(raw)
+    return api_token.user if api_token is not None else None
+
+
+def token_credential(api_token: ApiToken) -> Credential:
+    return Credential(user_id=api_token.user_id, token_id=api_token.pk)
+
+
+def request_credential(request: HttpRequest) -> Credential:
+    """What the request authenticated with: its API token, or its login session."""
+    user = request_user(request)
+    token_id: int | None = getattr(request, "api_token_id", None)
+    if token_id is not None:
+        return Credential(user_id=user.pk, token_id=token_id)
+    return Credential(user_id=user.pk, session_key=request.session.session_key)
 
 
 def request_user(request: HttpRequest) -> AbstractBaseUser:

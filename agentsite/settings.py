@@ -335,6 +335,9 @@ if AGENTSITE_RUN_TESTS_SANDBOX not in {"auto", "required", "off"}:
 AGENTSITE_RUN_TESTS_HIDDEN_PATHS = env_list("AGENTSITE_RUN_TESTS_HIDDEN_PATHS", [])
 # Seconds between keep-alive comments on server-sent event streams.
 AGENTSITE_SSE_HEARTBEAT_S = env_float("AGENTSITE_SSE_HEARTBEAT_S", 15.0)
+# Seconds without traffic after which a websocket re-reads its session's log and
+# re-checks the credential it was opened with.
+AGENTSITE_WS_IDLE_CHECK_S = env_float("AGENTSITE_WS_IDLE_CHECK_S", 30.0)
 # Extra modules that register tools (comma-separated dotted paths), imported by
 # every process together with the built-in tools.
 AGENTSITE_EXTRA_TOOLS = env_list("AGENTSITE_EXTRA_TOOLS", [])

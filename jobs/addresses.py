@@ -74,6 +74,17 @@ def resolve(host: str, port: int) -> list[str]:
 
 def check_url(url: str) -> str:
     """Return ``url`` if outgoing requests may reach it; raise AddressRefused otherwise."""
+    checked_addresses(url)
+    return url
+
+
+def checked_addresses(url: str) -> list[str]:
+    """The addresses ``url``'s host resolves to, each checked; raise AddressRefused otherwise.
+
+    Empty for a host listed in ``AGENTSITE_ALLOWED_PRIVATE_HOSTS`` (not resolved). A
+    request that must reach what was checked connects to one of these addresses
+    rather than resolving the name again (``jobs.tools.outgoing_http.pinned_request``).
+    """
     try:
         parts = urlsplit(url)
         host = parts.hostname
@@ -84,15 +95,16 @@ def check_url(url: str) -> str:
     if not host:
         raise AddressRefused("the URL has no host")
     if host in settings.AGENTSITE_ALLOWED_PRIVATE_HOSTS:
-        return url
+        return []
     try:
         port = parts.port or (443 if parts.scheme == "https" else 80)
     except ValueError as exc:
         raise AddressRefused("the URL has an invalid port") from exc
-    for raw in resolve(host, port):
+    addresses = resolve(host, port)
+    for raw in addresses:
         if not is_global_unicast(ipaddress.ip_address(raw.split("%", 1)[0])):
             raise AddressRefused(
                 f"{host} resolves to {raw}, which is not a public address; "
                 "list the host in AGENTSITE_ALLOWED_PRIVATE_HOSTS to allow it"
             )
-    return url
+    return addresses

@@ -26,10 +26,11 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from jobs.addresses import AddressRefused, check_url
+from jobs.addresses import AddressRefused
 from jobs.documents import JobEventName, webhook_body
 from jobs.live import redis_connection
 from jobs.models import Job, WebhookAttempt, WebhookDelivery, WebhookSecret
+from jobs.tools.outgoing_http import pinned_request
 
 log = logging.getLogger(__name__)
 
@@ -121,11 +122,7 @@ def webhook_deliver(*, delivery_id: int) -> WebhookAttempt | None:
     status_code: int | None = None
     error = ""
     try:
-        check_url(delivery.url)
-        with httpx.Client(
-            timeout=settings.AGENTSITE_WEBHOOK_TIMEOUT_S, follow_redirects=False
-        ) as c:
-            response = c.post(delivery.url, content=body, headers=headers)
+        response = webhook_post(delivery.url, body, headers)
         status_code = response.status_code
         if not 200 <= status_code < 300:
             error = f"HTTP {status_code}: {response.text[:300]}"
@@ -150,6 +147,21 @@ def webhook_deliver(*, delivery_id: int) -> WebhookAttempt | None:
         fields = {"next_attempt_at": timezone.now() + timedelta(seconds=delays[number - 1])}
     WebhookDelivery.objects.filter(pk=delivery_id).update(attempts=number, **fields)
     return attempt
+
+
+def webhook_post(url: str, body: bytes, headers: dict[str, str]) -> httpx.Response:
+    """POST to the address the check approved: the name is not resolved a second time
+    (DNS rebinding), and no proxy from the environment resolves it either."""
+    target, host_headers, extensions = pinned_request(url)
+    with httpx.Client(
+        timeout=settings.AGENTSITE_WEBHOOK_TIMEOUT_S,
+        follow_redirects=False,
+        trust_env=False,
+        limits=httpx.Limits(max_keepalive_connections=0),
+    ) as client:
+        return client.post(
+            target, content=body, headers={**headers, **host_headers}, extensions=extensions
+        )
 
 
 def webhook_retries_due() -> int:

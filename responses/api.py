@@ -29,9 +29,11 @@ from django.views.decorators.csrf import csrf_exempt
 from pydantic import ValidationError
 from redis.exceptions import RedisError
 
-from agentsite.auth import user_for_token
+from agentsite.auth import api_token_for
 from agentsite.core.errors import DomainError, NotFound, QuotaExceeded
+from agentsite.credentials import Credential, CredentialRevoked
 from agentsite.http import contains_nul
+from agentsite.models import ApiToken
 from responses.live import response_cancel, response_events, response_wait
 from responses.models import AgentResponse
 from responses.payloads import ResponseCreate
@@ -152,15 +154,29 @@ def openai_endpoint(methods: tuple[str, ...]) -> Callable[[View], View]:
 
 
 async def authenticate(request: HttpRequest) -> AbstractBaseUser:
+    """The token's user; the token is kept on the request (``request_credential``)."""
     scheme, _, token = request.headers.get("Authorization", "").partition(" ")
-    user = None
+    api_token = None
     if scheme.lower() == "bearer" and token.strip():
-        user = cast(AbstractBaseUser | None, await db(user_for_token)(token.strip()))
-    if user is None:
+        api_token = cast(ApiToken | None, await db(api_token_for)(token.strip()))
+    if api_token is None:
         raise ApiError(
             401, "Send an agentsite API token as 'Authorization: Bearer …'.", code="invalid_api_key"
         )
-    return user
+    request.api_token_id = api_token.pk  # type: ignore[attr-defined]
+    return api_token.user
+
+
+REVOKED = {
+    "message": "The API token this stream was opened with no longer holds.",
+    "type": "invalid_request_error",
+    "param": None,
+    "code": "invalid_api_key",
+}
+
+
+def credential_of(request: HttpRequest, user: AbstractBaseUser) -> Credential:
+    return Credential(user_id=user.pk, token_id=request.api_token_id)  # type: ignore[attr-defined]
 
 
 def body_json(request: HttpRequest) -> dict[str, Any]:
@@ -185,12 +201,15 @@ def body_json(request: HttpRequest) -> dict[str, Any]:
 
 def sse(events: AsyncIterator[StreamEvent | None]) -> StreamingHttpResponse:
     async def body() -> AsyncIterator[str]:
-        async for event in events:
-            if event is None:
-                yield ": heartbeat\n\n"
-            else:
-                data = json.dumps(event, separators=(",", ":"))
-                yield f"event: {event['type']}\ndata: {data}\n\n"
+        try:
+            async for event in events:
+                if event is None:
+                    yield ": heartbeat\n\n"
+                else:
+                    data = json.dumps(event, separators=(",", ":"))
+                    yield f"event: {event['type']}\ndata: {data}\n\n"
+        except CredentialRevoked:
+            yield f"event: error\ndata: {json.dumps({'type': 'error', **REVOKED})}\n\n"
 
     response = StreamingHttpResponse(body(), content_type="text/event-stream")
     response["Cache-Control"] = "no-cache"
@@ -210,6 +229,8 @@ def json_when_ready(document: Callable[[], Awaitable[dict[str, Any]]]) -> Stream
     async def body() -> AsyncIterator[str]:
         try:
             answer = await document()
+        except CredentialRevoked:
+            answer = {"error": REVOKED}
         except Exception:
             log.exception("a response the client waited for could not be read")
             error = {"message": "The server failed to answer.", "type": "server_error"}
@@ -243,11 +264,12 @@ def starting_after(request: HttpRequest) -> int:
 async def responses_create(request: HttpRequest, user: AbstractBaseUser) -> HttpResponseBase:
     create = ResponseCreate.model_validate(body_json(request))
     response = await db(response_create)(owner=user, request=create)
+    credential = credential_of(request, user)
     if create.stream:
-        return sse(response_events(response))
+        return sse(response_events(response, credential=credential))
     if create.background:
         return JsonResponse(await db(response_document)(response))
-    return json_when_ready(lambda: response_wait(response))
+    return json_when_ready(lambda: response_wait(response, credential=credential))
 
 
 async def owned(user: AbstractBaseUser, response_id: str) -> AgentResponse:
@@ -264,7 +286,8 @@ async def response_detail(
         await db(response_delete)(response=response)
         return JsonResponse({"id": response.id, "object": "response.deleted", "deleted": True})
     if flag(request, "stream"):
-        return sse(response_events(response, after=starting_after(request)))
+        credential = credential_of(request, user)
+        return sse(response_events(response, after=starting_after(request), credential=credential))
     return JsonResponse(await db(response_document)(response))
 
 

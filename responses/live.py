@@ -17,6 +17,7 @@ from typing import Any, cast
 from channels.db import database_sync_to_async
 from django.conf import settings
 
+from agentsite.credentials import Credential
 from responses.models import AgentResponse
 from responses.projection import ResponseProjection, StreamEvent
 from responses.services import response_cancel_step, response_project
@@ -77,12 +78,13 @@ def _caught_up(projection: ResponseProjection, position: int) -> list[StreamEven
 
 
 async def response_events(
-    response: AgentResponse, *, after: int = -1
+    response: AgentResponse, *, after: int = -1, credential: Credential | None = None
 ) -> AsyncIterator[StreamEvent | None]:
     """The response's stream events numbered above ``after``, until its end.
 
     Yields None for a stretch without news (a heartbeat), so that a stream can
-    keep its connection alive.
+    keep its connection alive. With a ``credential``, raises CredentialRevoked
+    once it no longer holds (its token revoked, its user deactivated).
     """
     # What the log holds already, in one read; a response that has ended needs no more.
     projection = await _project(response)
@@ -95,8 +97,8 @@ async def response_events(
         session_id=response.session_id, owner_id=response.owner_id, after=projection.position
     )
     group = f"{AgentSession.group_prefix()}{response.session_id}"
-    async with LayerFollower(group) as live:
-        async for frame in follow(tail, live.queue, live.subscription, idle_s()):
+    async with LayerFollower(group, credential) as live:
+        async for frame in follow(tail, live.queue, live.subscription, idle_s(), live.watch):
             if live.overflowed:
                 return  # too slow: the client resumes with starting_after
             if frame is None:
@@ -113,9 +115,11 @@ async def response_events(
                 yield None
 
 
-async def response_wait(response: AgentResponse) -> dict[str, Any]:
+async def response_wait(
+    response: AgentResponse, *, credential: Credential | None = None
+) -> dict[str, Any]:
     """The response once it has ended."""
-    async for event in response_events(response):
+    async for event in response_events(response, credential=credential):
         if event is not None and event["type"] in ENDINGS:
             ended: dict[str, Any] = event["response"]
             return ended

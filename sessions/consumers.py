@@ -2,7 +2,9 @@
 
 Close codes sent before any data: 4401 no valid credentials, 4404 not your
 session (or a token for another one), 4400 a malformed token. 4429 means the
-client fell behind the live stream; it reconnects with its last token.
+client fell behind the live stream; it reconnects with its last token. 4401
+later on: the credential the socket was opened with has gone (its API token
+revoked, its user deactivated, its login session logged out).
 """
 
 from __future__ import annotations
@@ -15,11 +17,14 @@ from urllib.parse import parse_qs
 
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
+from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 
-from agentsite.auth import user_for_token
+from agentsite.auth import api_token_for, token_credential
 from agentsite.core import fanout
 from agentsite.core.errors import DomainError
+from agentsite.credentials import Credential, CredentialRevoked
+from agentsite.models import ApiToken
 from sessions import services, streams
 from sessions.models import AgentSession
 from sessions.payloads import LiveMessage
@@ -34,8 +39,6 @@ CLOSE_NOT_FOUND = 4404
 CLOSE_TOO_SLOW = 4429
 SUBPROTOCOL = "agentsite"
 TOKEN_SUBPROTOCOL_PREFIX = "agentsite.bearer."
-# A follower with no traffic for this long re-reads the log (see streams.follow).
-IDLE_CHECK_S = 30.0
 MAX_FRAME_CHARS = 64 * 1024
 MAX_MESSAGE_CHARS = 32_000
 CLIENT_FRAME_TYPES = frozenset({"message", "stop_job", "interrupt", "ping"})
@@ -100,18 +103,40 @@ Reply = MessageReply | StopJobReply | InterruptReply | PongReply | ErrorReply
 PONG: PongReply = {"type": "pong"}
 
 
+def idle_check_s() -> float:
+    """A follower with no traffic for this long re-reads the log and re-checks its credential
+    (see streams.follow)."""
+    return float(settings.AGENTSITE_WS_IDLE_CHECK_S)
+
+
 def offered_api_token(scope: dict[str, Any]) -> str:
-    """An API token from ``Sec-WebSocket-Protocol: agentsite.bearer.<token>`` or ``?token=``."""
+    """An API token from ``Sec-WebSocket-Protocol: agentsite.bearer.<token>``.
+
+    Never from the URL: a query string lands in access logs and proxy logs.
+    """
     for protocol in scope.get("subprotocols", []):
         if protocol.startswith(TOKEN_SUBPROTOCOL_PREFIX):
             return str(protocol).removeprefix(TOKEN_SUBPROTOCOL_PREFIX)
-    query = parse_qs(scope.get("query_string", b"").decode("latin1"))
-    return query.get("token", [""])[0]
+    return ""
 
 
 @streams.log_read
-def token_user(raw: str) -> AbstractBaseUser | None:
-    return user_for_token(raw)
+def token_read(raw: str) -> ApiToken | None:
+    return api_token_for(raw)
+
+
+async def caller(scope: dict[str, Any]) -> tuple[AbstractBaseUser, Credential] | None:
+    """Who opened the socket, and with what: the offered API token, else the login cookie."""
+    raw_token = offered_api_token(scope)
+    if raw_token:
+        api_token = await token_read(raw_token)
+        if api_token is None:
+            return None
+        return api_token.user, token_credential(api_token)
+    user = scope.get("user")
+    if user is None or not user.is_authenticated:
+        return None
+    return user, Credential(user_id=user.pk, session_key=scope["session"].session_key)
 
 
 class ClientFrameError(Exception):
@@ -198,12 +223,12 @@ class SessionConsumer(AsyncWebsocketConsumer):
     async def connect(self) -> None:
         protocols = self.scope.get("subprotocols", [])
         await self.accept(SUBPROTOCOL if SUBPROTOCOL in protocols else None)
-        raw_token = offered_api_token(self.scope)
-        user = await token_user(raw_token) if raw_token else self.scope.get("user")
-        self.by_cookie = not raw_token
-        if user is None or not user.is_authenticated:
+        self.by_cookie = not offered_api_token(self.scope)
+        found = await caller(self.scope)
+        if found is None:
             return await self.close(CLOSE_UNAUTHENTICATED)
-        self.user: AbstractBaseUser = user
+        self.user: AbstractBaseUser = found[0]
+        credential = found[1]
         session_id = self.scope["url_route"]["kwargs"]["session_id"]
         try:
             self.session = await streams.session_read(owner=self.user, session_id=session_id)
@@ -221,15 +246,19 @@ class SessionConsumer(AsyncWebsocketConsumer):
         self.tail = streams.LogTail(session_id=session_id, owner_id=self.user.pk, after=after)
         self.live: asyncio.Queue[LiveMessage] = asyncio.Queue(maxsize=self.live_queue_max)
         self.subscription = fanout.join(self.session.group_name, self.enqueue)
+        self.watch = streams.CredentialWatch(credential, self.enqueue)
         self.forwarder = asyncio.create_task(self.forward())
 
     async def forward(self) -> None:
         try:
             async for frame in streams.follow(
-                self.tail, self.live, self.subscription, IDLE_CHECK_S
+                self.tail, self.live, self.subscription, idle_check_s(), self.watch
             ):
                 if frame is not None:
                     await self.send(text_data=streams.frame_json(frame))
+        except CredentialRevoked:
+            # The token was revoked, the user deactivated or logged out.
+            await self.close(CLOSE_UNAUTHENTICATED)
         except Exception:
             log.exception("stream of %s failed", self.tail.session_id)
             await self.close(1011)
@@ -265,5 +294,6 @@ class SessionConsumer(AsyncWebsocketConsumer):
             return
         self.forwarder.cancel()
         await self.subscription.leave()
+        await self.watch.subscription.leave()
         if self.by_cookie:
             await session_mark_seen(session_id=self.session.id, seq=self.tail.cursor)

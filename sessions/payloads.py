@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from typing import Any, Literal, NotRequired, TypedDict
 
+from agentsite.credentials import CredentialsChangedMessage
+
 # --- event payloads, by kind -------------------------------------------------------------
 
 
@@ -162,4 +164,5 @@ class StreamCheckMessage(TypedDict):
     type: Literal["stream.check"]
 
 
-LiveMessage = SessionEventMessage | StreamCheckMessage
+# ``credentials.changed`` (agentsite.credentials) comes from the follower's user's group.
+LiveMessage = SessionEventMessage | StreamCheckMessage | CredentialsChangedMessage

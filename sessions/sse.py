@@ -15,7 +15,8 @@ from django.db import connections
 from django.http import HttpRequest, StreamingHttpResponse
 from ninja import Router
 
-from agentsite.auth import request_user
+from agentsite.auth import request_credential, request_user
+from agentsite.credentials import Credential, CredentialRevoked
 from agentsite.http import errors
 from sessions.models import AgentSession, Event
 from sessions.streams import (
@@ -82,22 +83,31 @@ def sse_event(frame: Frame) -> str:
 
 
 async def sse_body(
-    tail: LogTail, group: str, *, until_run_ends: bool = False
+    tail: LogTail, group: str, credential: Credential, *, until_run_ends: bool = False
 ) -> AsyncIterator[str]:
-    """The event stream: frames as SSE events, comments as heartbeats."""
+    """The event stream: frames as SSE events, comments as heartbeats.
+
+    It ends when the credential it was opened with no longer holds (a token
+    revoked, the user deactivated or logged out): a reconnect is then a 401.
+    """
     yield f"retry: 2000\n: following {tail.session_id} after seq {tail.cursor}\n\n"
-    async with LayerFollower(group) as live:
-        async for frame in follow(tail, live.queue, live.subscription, heartbeat_s()):
-            if live.overflowed:
-                return  # too slow: the client reconnects with Last-Event-ID
-            if frame is None:
-                if until_run_ends and tail.run_id and await run_is_finished(tail.run_id):
+    async with LayerFollower(group, credential) as live:
+        try:
+            async for frame in follow(
+                tail, live.queue, live.subscription, heartbeat_s(), live.watch
+            ):
+                if live.overflowed:
+                    return  # too slow: the client reconnects with Last-Event-ID
+                if frame is None:
+                    if until_run_ends and tail.run_id and await run_is_finished(tail.run_id):
+                        return
+                    yield ": heartbeat\n\n"
+                    continue
+                yield sse_event(frame)
+                if until_run_ends and frame["kind"] == Event.Kind.RUN_FINISHED:
                     return
-                yield ": heartbeat\n\n"
-                continue
-            yield sse_event(frame)
-            if until_run_ends and frame["kind"] == Event.Kind.RUN_FINISHED:
-                return
+        except CredentialRevoked:
+            yield ": credentials revoked\n\n"
 
 
 async def release_request_connection() -> None:
@@ -144,7 +154,7 @@ async def session_stream(
     session = await session_read(owner=user, session_id=session_id)
     seq = session_token_seq(resume_token(request, after), session_id=session.id, owner_id=user.pk)
     tail = LogTail(session_id=session.id, owner_id=user.pk, after=seq)
-    return sse_response(sse_body(tail, session.group_name))
+    return sse_response(sse_body(tail, session.group_name, request_credential(request)))
 
 
 @router.get(
@@ -166,4 +176,5 @@ async def run_stream(
     seq = run_token_seq(resume_token(request, continuation_token), run_id=run.id, owner_id=user.pk)
     tail = LogTail(session_id=run.session_id, owner_id=user.pk, after=seq or 0, run_id=run.id)
     group = f"{AgentSession.group_prefix()}{run.session_id}"
-    return sse_response(sse_body(tail, group, until_run_ends=True))
+    credential = request_credential(request)
+    return sse_response(sse_body(tail, group, credential, until_run_ends=True))

@@ -7,7 +7,9 @@ server-sent-event views (``sessions.sse``) — follow a session the same way:
    that group comes back, which proves the subscription is live in Redis;
 2. replay every logged event after the client's position;
 3. forward live notifications, dropping seqs already delivered and reading any
-   seq skipped by the live channel back from the log.
+   seq skipped by the live channel back from the log;
+4. end once the credential the follower was opened with no longer holds
+   (``CredentialWatch``: prompted by its user's group, re-checked when idle).
 
 Because every event is committed before it is published, anything the replay
 did not see is published after the marker and so reaches the live queue: the
@@ -23,6 +25,7 @@ import concurrent.futures
 import functools
 import json
 import logging
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, ParamSpec, TypedDict, TypeVar, cast
 
@@ -33,6 +36,13 @@ from django.db import DEFAULT_DB_ALIAS, connections
 from agentsite.core import fanout
 from agentsite.core.database import DATABASE_AWAY
 from agentsite.core.queries import get_or_none
+from agentsite.credentials import (
+    Credential,
+    CredentialRevoked,
+    CredentialsChangedMessage,
+    credential_holds,
+    credentials_group,
+)
 from sessions.models import Event, Run
 from sessions.payloads import (
     EventPayload,
@@ -228,24 +238,64 @@ class LogTail:
 CHECK_MESSAGE: StreamCheckMessage = {"type": "stream.check"}
 
 
+@log_read
+def credential_read(credential: Credential) -> bool:
+    return credential_holds(credential)
+
+
+class CredentialWatch:
+    """Ends a follower whose credential no longer holds (see ``agentsite.credentials``).
+
+    The follower's queue also gets its user's ``credentials.changed`` messages;
+    each prompts a re-read of the credential, and so do the follower's idle ticks
+    and, on a busy stream, the first message after ``idle_s`` without a check.
+    """
+
+    def __init__(self, credential: Credential, deliver: fanout.Deliver) -> None:
+        self.credential = credential
+        self.subscription = fanout.join(credentials_group(credential.user_id), deliver)
+        self.checked_at = time.monotonic()
+
+    async def check(self, message: LiveMessage | None, idle_s: float) -> None:
+        """Raise CredentialRevoked if ``message`` (None: an idle tick) shows it has gone."""
+        changed = message is not None and message["type"] == "credentials.changed"
+        if changed and self.credential.ended_by(cast(CredentialsChangedMessage, message)):
+            raise CredentialRevoked()
+        if changed or message is None or time.monotonic() - self.checked_at >= idle_s:
+            self.checked_at = time.monotonic()
+            try:
+                holds = await credential_read(self.credential)
+            except DATABASE_AWAY:
+                return  # the database is away: the next tick asks again
+            if not holds:
+                raise CredentialRevoked()
+
+
 async def follow(
     tail: LogTail,
     live: asyncio.Queue[LiveMessage],
     subscription: fanout.Subscription,
     idle_s: float,
+    watch: CredentialWatch | None = None,
 ) -> AsyncIterator[Frame | None]:
     """Replay, then live. ``live`` receives the group's messages from ``subscription`` on.
 
     Yields ``None`` once caught up with the log and after each ``idle_s`` without
     traffic (a heartbeat); an idle follower re-reads the log, so a notification
-    lost by Redis costs latency, never data.
+    lost by Redis costs latency, never data. With a ``watch``, raises
+    CredentialRevoked once the follower's credential no longer holds.
     """
-    await subscription.ready()
+    if watch is None:
+        await subscription.ready()
+    else:
+        await asyncio.gather(subscription.ready(), watch.subscription.ready())
     async for frame in tail.replay():
         yield frame
     yield None  # caught up
     while True:
         message = await live_next(live, idle_s)
+        if watch is not None:
+            await watch.check(message, idle_s)
         if message is None:
             yield None
             message = CHECK_MESSAGE
@@ -266,15 +316,22 @@ async def live_next(live: asyncio.Queue[LiveMessage], idle_s: float) -> LiveMess
 
 
 class LayerFollower:
-    """A session group's live messages, from the process's shared feed, in a bounded queue."""
+    """A session group's live messages, from the process's shared feed, in a bounded queue.
 
-    def __init__(self, group: str) -> None:
+    With a ``credential``, its user's ``credentials.changed`` messages too (``watch``).
+    """
+
+    def __init__(self, group: str, credential: Credential | None = None) -> None:
         self.group = group
+        self.credential = credential
         self.queue: asyncio.Queue[LiveMessage] = asyncio.Queue(maxsize=LIVE_QUEUE_MAX)
         self.overflowed = False
+        self.watch: CredentialWatch | None = None
 
     async def __aenter__(self) -> LayerFollower:
         self.subscription = fanout.join(self.group, self.put)
+        if self.credential is not None:
+            self.watch = CredentialWatch(self.credential, self.put)
         return self
 
     def put(self, message: dict[str, Any]) -> None:
@@ -287,3 +344,5 @@ class LayerFollower:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.subscription.leave()
+        if self.watch is not None:
+            await self.watch.subscription.leave()

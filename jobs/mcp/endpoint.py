@@ -1,5 +1,8 @@
 """The ASGI app at ``/mcp``: Bearer-token auth in front of the SDK's Streamable HTTP manager.
 
+A request that stays open (an SSE stream, a wait for a task) ends when its
+token is revoked or its user deactivated (``served_while_valid``).
+
 Daphne sends no ASGI lifespan events, so the session manager (which owns the
 task group every MCP session runs in) is started by the first request and runs
 for the life of the process.
@@ -8,21 +11,31 @@ for the life of the process.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
-from typing import Any
+from collections.abc import Callable, Coroutine
+from typing import Any, cast
 
 from asgiref.typing import ASGIReceiveCallable, ASGISendCallable, HTTPScope
 from channels.db import database_sync_to_async
 from django.conf import settings
-from django.contrib.auth.models import AbstractBaseUser
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 from mcp.server.auth.provider import AccessToken
 from mcp.server.streamable_http import MCP_SESSION_ID_HEADER
 from mcp.shared.inbound import MCP_PROTOCOL_VERSION_HEADER
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
-from agentsite.auth import user_for_token
+from agentsite.auth import api_token_for, token_credential
+from agentsite.core import fanout
+from agentsite.core.database import DATABASE_AWAY
+from agentsite.credentials import (
+    Credential,
+    CredentialsChangedMessage,
+    credential_holds,
+    credentials_group,
+)
+from agentsite.models import ApiToken
 from agentsite.quotas import Quota, quota_limit
 from jobs.mcp.server import build_server
 from jobs.mcp.sessions import SESSION_LIMIT_SCOPE_KEY, PerUserSessionManager
@@ -32,6 +45,8 @@ logger = logging.getLogger(__name__)
 MCP_PATHS = frozenset({"/mcp", "/mcp/"})
 # Larger bodies are passed on unchecked; the SDK refuses those above its own limit.
 MAX_CHECKED_BODY = 4 * 1024 * 1024
+# A request still open after this long starts watching its credential.
+WATCH_AFTER_S = 1.0
 Scope = dict[str, Any]
 
 
@@ -44,11 +59,92 @@ def bearer_token(scope: Scope) -> str | None:
     return None
 
 
-async def authenticate(scope: Scope) -> AbstractBaseUser | None:
+async def authenticate(scope: Scope) -> ApiToken | None:
+    """The request's API token (its user as ``token.user``), or None."""
     token = bearer_token(scope)
     if token is None:
         return None
-    return await database_sync_to_async(user_for_token)(token)  # type: ignore[no-any-return]
+    return await database_sync_to_async(api_token_for)(token)  # type: ignore[no-any-return]
+
+
+async def until_revoked(credential: Credential) -> None:
+    """Return once ``credential`` no longer holds (see ``agentsite.credentials``).
+
+    A request shorter than ``WATCH_AFTER_S`` costs nothing; a longer one (an SSE
+    stream, a wait for a task's result) then follows its user's
+    ``credentials.changed`` messages and re-reads the credential on each, and
+    every ``AGENTSITE_SSE_HEARTBEAT_S`` in case one was lost.
+    """
+    await asyncio.sleep(WATCH_AFTER_S)
+    prompted = asyncio.Event()
+    ended = False
+
+    def deliver(message: dict[str, Any]) -> None:
+        nonlocal ended
+        if message.get("type") == "credentials.changed":
+            ended = ended or credential.ended_by(cast(CredentialsChangedMessage, message))
+            prompted.set()
+
+    subscription = fanout.join(credentials_group(credential.user_id), deliver)
+    try:
+        await subscription.ready()
+        while not ended:
+            try:
+                if not await database_sync_to_async(credential_holds)(credential):
+                    return
+            except DATABASE_AWAY:
+                pass  # the database is away: ask again on the next prompt or tick
+            prompted.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(prompted.wait(), settings.AGENTSITE_SSE_HEARTBEAT_S)
+    finally:
+        await subscription.leave()
+
+
+class ResponseState:
+    """Wraps ``send`` to know whether the response has started and whether it has ended."""
+
+    def __init__(self, send: Any) -> None:
+        self.inner = send
+        self.started = False
+        self.ended = False
+
+    async def __call__(self, message: dict[str, Any]) -> None:
+        if message["type"] == "http.response.start":
+            self.started = True
+        elif message["type"] == "http.response.body" and not message.get("more_body"):
+            self.ended = True
+        await self.inner(message)
+
+
+async def served_while_valid(
+    handle: Callable[[Any], Coroutine[Any, Any, None]], credential: Credential, send: Any
+) -> None:
+    """Run ``handle(send)``, cut short when the credential stops holding.
+
+    A stream cut short ends its body (the client sees the stream end); a request
+    not answered yet is answered 401.
+    """
+    state = ResponseState(send)
+    handling = asyncio.create_task(handle(state))
+    watching = asyncio.create_task(until_revoked(credential))
+    try:
+        await asyncio.wait({handling, watching}, return_when=asyncio.FIRST_COMPLETED)
+    except asyncio.CancelledError:  # the client went away
+        handling.cancel()
+        raise
+    finally:
+        watching.cancel()
+    if handling.done():
+        handling.result()
+        return
+    handling.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await handling
+    if not state.started:
+        await send_unauthorized(send)
+    elif not state.ended:
+        await send({"type": "http.response.body", "body": b"", "more_body": False})
 
 
 async def send_unauthorized(send: Any) -> None:
@@ -164,10 +260,11 @@ class McpEndpoint:
         self._runner: asyncio.Task[None] | None = None
 
     async def __call__(self, scope: Scope, receive: Any, send: Any) -> None:
-        user = await authenticate(scope)
-        if user is None:
+        api_token = await authenticate(scope)
+        if api_token is None:
             await send_unauthorized(send)
             return
+        user = api_token.user
         if scope["method"] == "POST":
             body, complete = await read_body(receive, MAX_CHECKED_BODY)
             if complete and not is_jsonrpc_message(body):
@@ -183,7 +280,11 @@ class McpEndpoint:
             scope[SESSION_LIMIT_SCOPE_KEY] = await database_sync_to_async(quota_limit)(
                 user_id=user.pk, quota=Quota.MCP_SESSIONS
             )
-        await self.manager.handle_request(scope, receive, send)
+
+        async def handle(send: Any) -> None:
+            await self.manager.handle_request(scope, receive, send)
+
+        await served_while_valid(handle, token_credential(api_token), send)
 
     async def _ensure_running(self) -> None:
         if self._running is None:

@@ -1,7 +1,7 @@
 """GET requests that obey the outgoing address rules at every hop.
 
 httpx is never allowed to follow redirects by itself: each Location is checked
-with ``jobs.addresses.check_url`` before it is requested, so a public page
+with ``jobs.addresses.checked_addresses`` before it is requested, so a public page
 cannot bounce a request onto a private or loopback address.
 
 The connection goes to the address that was checked, not to whatever a second
@@ -20,9 +20,8 @@ from typing import Any
 from urllib.parse import urljoin, urlsplit, urlunsplit
 
 import httpx
-from django.conf import settings
 
-from jobs.addresses import check_url, resolve
+from jobs.addresses import checked_addresses
 
 USER_AGENT = "agentsite/0.1 (+https://github.com/agentsite)"
 MAX_REDIRECTS = 5
@@ -77,18 +76,20 @@ def is_ip_literal(host: str) -> bool:
 
 
 def pinned_request(url: str) -> tuple[str, dict[str, str], dict[str, Any]]:
-    """Check ``url`` and return (URL to request, extra headers, request extensions)."""
-    check_url(url)
+    """Check ``url`` and return (URL to request, extra headers, request extensions).
+
+    The name is resolved once, by the check; the URL returned names the checked
+    address, so the client has nothing left to resolve.
+    """
+    addresses = checked_addresses(url)
     parts = urlsplit(url)
     host = parts.hostname or ""
-    if is_ip_literal(host) or host in settings.AGENTSITE_ALLOWED_PRIVATE_HOSTS:
+    if not addresses or is_ip_literal(host):
         return url, {}, {}
-    port = parts.port or (443 if parts.scheme == "https" else 80)
-    address = resolve(host, port)[0].split("%", 1)[0]
+    address = addresses[0].split("%", 1)[0]
     literal = f"[{address}]" if ":" in address else address
     netloc = f"{literal}:{parts.port}" if parts.port else literal
     pinned = urlunsplit((parts.scheme, netloc, parts.path, parts.query, ""))
-    check_url(pinned)  # the address this request will really reach
     host_header = f"{host}:{parts.port}" if parts.port else host
     return pinned, {"Host": host_header}, {"sni_hostname": host}
 

@@ -12,6 +12,7 @@ from typing import Any
 import httpx
 import pytest
 from websockets.sync.client import connect as websocket_connect
+from websockets.typing import Subprotocol
 
 from tests.agentsite.scrape import Samples, samples_of, value
 from tests.agentsite.test_outages import OwnRedis, headers_for, own_redis, start_job
@@ -83,6 +84,10 @@ def test_queues_come_from_redis_and_a_redis_outage_is_reported_not_failed(
         processes.stop(worker)
 
 
+def bearer_subprotocols(token: str) -> list[Subprotocol]:
+    return [Subprotocol("agentsite"), Subprotocol(f"agentsite.bearer.{token}")]
+
+
 def jobs_counted(samples: Samples) -> float:
     """Jobs of every status (a scheduler of another test may hand these to its own workers)."""
     return sum(v for (name, _), v in samples.items() if name == "agentsite_jobs")
@@ -105,12 +110,12 @@ def test_open_streams_of_another_web_process_are_counted(
 
     assert open_streams() == {"sse": 0, "websocket": 0}
     token = headers["Authorization"].removeprefix("Bearer ")
-    ws_url = streaming.replace("http://", "ws://") + f"/ws/sessions/{session_id}/?token={token}"
+    ws_url = streaming.replace("http://", "ws://") + f"/ws/sessions/{session_id}/"
     with (
         httpx.stream(
             "GET", f"{streaming}/api/sessions/{session_id}/stream", headers=headers, timeout=30
         ) as sse,
-        websocket_connect(ws_url, open_timeout=10),
+        websocket_connect(ws_url, subprotocols=bearer_subprotocols(token), open_timeout=10),
     ):
         assert sse.status_code == 200
         wait_until(lambda: open_streams() == {"sse": 1, "websocket": 1}, timeout=20)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -12,13 +11,21 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from jobs import addresses
 from jobs.addresses import AddressRefused
 from jobs.registry import ToolCancelled
 from jobs.tools.context import LocalToolContext
 from jobs.tools.crawl_site import crawl_site_tool as CRAWL_SITE
 from jobs.tools.http_get import http_get_tool as HTTP_GET
 from jobs.tools.outgoing_http import FetchFailed
+from tests.jobs.rebinding import (
+    STAND_IN_PUBLIC,
+    Rebinding,
+    Recorder,
+    proxy_from_environment,
+    rebinding,
+)
+
+__all__ = ["proxy_from_environment", "rebinding"]  # the fixtures, used by name
 
 METADATA = "http://169.254.169.254/latest/meta-data/"
 HOME = """<html><head><title>Home  page</title><script>var a = "not words";</script></head>
@@ -135,29 +142,25 @@ def test_http_get_refuses_internal_addresses_up_front(url: str) -> None:
         HTTP_GET.validate({"url": url})
 
 
-def test_http_get_connects_to_the_address_it_checked(
-    site: Any, monkeypatch: pytest.MonkeyPatch, settings: Any
+def test_http_get_connects_to_the_address_it_checked(rebinding: Rebinding) -> None:
+    """DNS rebinding: the checks' lookups say public, a later lookup says loopback."""
+    rebinding.checks = 2  # when the job is started, and when it connects
+    result = HTTP_GET.run({"url": rebinding.url}, LocalToolContext())
+
+    assert result["status"] == 200
+    assert rebinding.internal.seen == []
+    assert [seen.path for seen in rebinding.checked.seen] == ["/hook"]
+    assert rebinding.lookups == [STAND_IN_PUBLIC, STAND_IN_PUBLIC]
+
+
+def test_http_get_takes_no_proxy_from_the_environment(
+    rebinding: Rebinding, proxy_from_environment: Recorder
 ) -> None:
-    """DNS rebinding: the check's lookup says public, a later lookup says loopback."""
-    settings.AGENTSITE_ALLOWED_PRIVATE_HOSTS = []
-    real_resolve = addresses.resolve
-    real_getaddrinfo = socket.getaddrinfo
+    rebinding.checks = 2
+    HTTP_GET.run({"url": rebinding.url}, LocalToolContext())
 
-    def resolve_seen_by_the_check(host: str, port: int) -> list[str]:
-        return ["93.184.216.34"] if host == "rebind.test" else real_resolve(host, port)
-
-    def getaddrinfo_later(host: Any, port: Any, *args: Any, **kwargs: Any) -> Any:
-        if host == "rebind.test":
-            return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", ("127.0.0.1", port))]
-        return real_getaddrinfo(host, port, *args, **kwargs)
-
-    monkeypatch.setattr(addresses, "resolve", resolve_seen_by_the_check)
-    monkeypatch.setattr(socket, "getaddrinfo", getaddrinfo_later)
-    url = f"http://rebind.test:{site.server_address[1]}/a"
-
-    with pytest.raises(AddressRefused, match=r"127\.0\.0\.1"):
-        HTTP_GET.run({"url": url}, LocalToolContext())
-    assert site.requested == []
+    assert proxy_from_environment.seen == []
+    assert len(rebinding.checked.seen) == 1
 
 
 def test_http_get_gives_up_on_a_slow_server(site: Any) -> None:

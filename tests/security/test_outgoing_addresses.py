@@ -51,6 +51,12 @@ NOT_GLOBAL_UNICAST = [
     "http://[::7f00:1]/",  # IPv4-compatible (deprecated) 127.0.0.1
     "http://[::808:808]/",  # IPv4-compatible, even of a public address
     "http://[2002:6440:1::1]/",  # 6to4 wrapping 100.64.0.1
+    "http://[2002::1]/",  # 6to4 wrapping 0.0.0.0
+    "http://[2002:7f00:1::1]/",  # 6to4 wrapping 127.0.0.1
+    "http://[fec0::1]/",  # site-local (deprecated, never global)
+    "http://[feff::1]/",  # the top of fec0::/10
+    "http://100.64.0.1/",  # shared address space (RFC 6598)
+    "http://100.127.255.254/",  # the top of 100.64.0.0/10
     "http://[3fff::1]/",  # documentation
     "http://[5f00::1]/",  # SRv6 segment identifiers
     "http://[4000::1]/",  # outside 2000::/3, unassigned

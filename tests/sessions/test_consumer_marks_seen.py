@@ -36,7 +36,8 @@ async def test_a_browser_visit_marks_the_log_seen(user: Any) -> None:
 
 async def test_a_script_reading_with_an_api_token_does_not(user: Any) -> None:
     session = await make_session(user, events=3)
-    comm = communicator(session.id, query=f"&token={await api_token_for(user)}")
+    raw = await api_token_for(user)
+    comm = communicator(session.id, subprotocols=["agentsite", f"agentsite.bearer.{raw}"])
     await connect(comm)
     await frames(comm, 3)
     await comm.disconnect()
