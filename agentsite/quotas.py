@@ -15,18 +15,21 @@ transaction-scoped advisory lock per user and quota.
 
 from __future__ import annotations
 
+import logging
 import math
 import time
 import uuid
 from enum import StrEnum
 
-import django_rq
 from django.conf import settings
 from django.db import connection
-from redis import Redis
+from redis import Redis, RedisError
 
 from agentsite.core.errors import QuotaExceeded
+from agentsite.core.telemetry import metrics_redis
 from agentsite.models import UserQuota
+
+log = logging.getLogger(__name__)
 
 # What a client over a count limit is told to wait: the count falls as work ends.
 BUSY_RETRY_AFTER_S = 5
@@ -109,7 +112,9 @@ RATE_WINDOW_S = 60.0
 
 
 def _redis() -> Redis:
-    return django_rq.get_connection("default")
+    # The process's client with short timeouts: a rate is best effort, and a Redis
+    # that is away must not hold up (or fail) the request it would count.
+    return metrics_redis()
 
 
 def _rate_key(quota: Quota, user_id: int | str) -> str:
@@ -120,12 +125,18 @@ def rate_take(*, user_id: int | str, quota: Quota, limit: int) -> str:
     """Count one request in the user's last minute; ``quota_exceeded`` when it is full.
 
     Returns the request's mark, for ``rate_give_back`` if the request fails after all.
-    Redis forgetting a window (a flush) forgets recent requests, nothing else.
+    Redis forgetting a window (a flush) forgets recent requests, nothing else; while
+    Redis is away the rate is not counted: the request goes on (only the database
+    is the truth, and it does not depend on Redis).
     """
     mark = uuid.uuid4().hex
-    wait = _redis().eval(
-        TAKE_SCRIPT, 1, _rate_key(quota, user_id), time.time(), RATE_WINDOW_S, limit, mark
-    )
+    try:
+        wait = _redis().eval(
+            TAKE_SCRIPT, 1, _rate_key(quota, user_id), time.time(), RATE_WINDOW_S, limit, mark
+        )
+    except RedisError as exc:
+        log.warning("%s not counted for user %s, Redis is away: %r", quota.value, user_id, exc)
+        return mark
     if wait is not None:
         raise quota_exceeded(quota, limit, retry_after_s=math.ceil(float(wait)))
     return mark
@@ -133,4 +144,7 @@ def rate_take(*, user_id: int | str, quota: Quota, limit: int) -> str:
 
 def rate_give_back(*, user_id: int | str, quota: Quota, mark: str) -> None:
     """Forget a request ``rate_take`` counted that was refused for another reason."""
-    _redis().zrem(_rate_key(quota, user_id), mark)
+    try:
+        _redis().zrem(_rate_key(quota, user_id), mark)
+    except RedisError as exc:
+        log.warning("%s mark of user %s not given back: %r", quota.value, user_id, exc)
