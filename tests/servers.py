@@ -124,8 +124,8 @@ class OwnPostgres:
         shutil.rmtree(self.root, ignore_errors=True)
 
 
-def client_venv(name: str, requirement: str) -> Path:
-    """The interpreter of a virtual environment of its own holding ``requirement``.
+def client_venv(name: str, *requirements: str) -> Path:
+    """The interpreter of a virtual environment of its own holding ``requirements``.
 
     For clients whose dependencies conflict with the app's (an older MCP SDK,
     Microsoft Agent Framework). Built once under ``.agentsite/<name>``, aside and
@@ -142,7 +142,7 @@ def client_venv(name: str, requirement: str) -> Path:
     base_python = getattr(sys, "_base_executable", sys.executable)
     subprocess.run([base_python, "-m", "venv", str(building)], check=True)
     subprocess.run(
-        [str(building / "bin" / "python"), "-m", "pip", "install", "-q", requirement],
+        [str(building / "bin" / "python"), "-m", "pip", "install", "-q", *requirements],
         check=True,
         timeout=600,
     )

@@ -22,12 +22,19 @@ from tests.servers import client_venv
 pytestmark = pytest.mark.django_db(transaction=True)
 
 MAF_VERSION = os.environ.get("AGENTSITE_TEST_MAF_VERSION", "1.17.0")
+# agent-framework-openai asks for agent-framework-core without an upper bound, and
+# core 1.23 imports openai types that no released openai SDK has: pinned with it.
+MAF_CORE_VERSION = os.environ.get("AGENTSITE_TEST_MAF_CORE_VERSION", "1.22.0")
 SCRIPT = Path(__file__).with_name("maf_client.py")
 
 
 def maf_python() -> Path:
     """The interpreter of a virtual environment holding agent-framework-openai."""
-    return client_venv(f"maf-venv-{MAF_VERSION}", f"agent-framework-openai=={MAF_VERSION}")
+    return client_venv(
+        f"maf-venv-{MAF_VERSION}-core-{MAF_CORE_VERSION}",
+        f"agent-framework-openai=={MAF_VERSION}",
+        f"agent-framework-core=={MAF_CORE_VERSION}",
+    )
 
 
 @pytest.mark.timeout(900)
