@@ -262,6 +262,9 @@ AGENTSITE_JOB_HEARTBEAT_S = env_float("AGENTSITE_JOB_HEARTBEAT_S", 1.0)
 AGENTSITE_JOB_HEARTBEAT_STALE_S = env_float("AGENTSITE_JOB_HEARTBEAT_STALE_S", 10.0)
 # Seconds between the scheduler's job sweeps (lost workers, deadlines, webhook retries).
 AGENTSITE_JOB_SWEEP_S = env_int("AGENTSITE_JOB_SWEEP_S", 2)
+# How many tool jobs may be handed to RQ at once (jobs/dispatch.py): one per tool
+# worker. 0 counts the workers Redis lists on `tools`.
+AGENTSITE_JOB_SLOTS = env_int("AGENTSITE_JOB_SLOTS", 0)
 # Delays before each webhook retry; the delivery is given up after the last one.
 try:
     AGENTSITE_WEBHOOK_RETRY_S = [
