@@ -70,6 +70,10 @@ def jobs_dispatch() -> int:
 
     Call it outside any transaction (after a commit): the RQ enqueues follow its own.
     """
+    if not held().exists():
+        # Nothing to hand over, so no lock to take. A job held after this look asks
+        # for its own dispatch when it commits.
+        return 0
     with transaction.atomic():
         _dispatch_lock()
         load = Counter(dict(in_flight().values_list("owner_id").annotate(n=Count("id")).order_by()))
