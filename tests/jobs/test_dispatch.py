@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 import pytest
+from django.db import connection
+from django.utils import timezone
 
 from jobs import dispatch, lifecycle, services
 from jobs.models import Job
@@ -106,3 +109,45 @@ def test_an_idempotent_repeat_holds_nothing_more(user: Any, two_slots: None) -> 
     services.job_create(owner=user, tool="noop", args={}, idempotency_key="same")
 
     assert dispatch.held().count() == 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_two_dispatches_at_once_never_count_the_same_free_slot(
+    user: Any, two_slots: None, monkeypatch: Any
+) -> None:
+    """The first dispatch stops after counting the free slots until the second has run
+    (or a second has passed, when the second is made to wait for the first)."""
+    for _ in range(4):
+        Job.objects.create(owner=user, tool="noop", timeout_s=5, ready_at=timezone.now())
+    second_done = threading.Event()
+    counting = threading.Event()
+    count_slots = dispatch.slots_total
+
+    def slots_after_the_other() -> int:
+        if threading.current_thread().name == "first":
+            counting.set()
+            second_done.wait(timeout=1)
+        return count_slots()
+
+    monkeypatch.setattr(dispatch, "slots_total", slots_after_the_other)
+    # Counted here, not run: no worker may start (and end) them while slots are counted.
+    monkeypatch.setattr(dispatch, "rq_enqueue_or_leave", lambda job_id, timeout_s: None)
+
+    def run(then: threading.Event | None = None) -> None:
+        try:
+            dispatch.jobs_dispatch()
+        finally:
+            connection.close()
+            if then is not None:
+                then.set()
+
+    first = threading.Thread(target=run, name="first")
+    second = threading.Thread(target=run, args=(second_done,), name="second")
+    first.start()
+    assert counting.wait(timeout=30)
+    second.start()
+    first.join(30)
+    second.join(30)
+
+    assert dispatch.in_flight().count() == 2
+    assert dispatch.held().count() == 2

@@ -10,6 +10,7 @@ from typing import Any
 
 import django_rq
 import pytest
+from django.utils import timezone
 from rq import Worker
 from rq.job import Job as RqJob
 
@@ -80,3 +81,12 @@ def test_a_held_job_is_cancelled_at_once_and_never_starts(api_client: Any, rq_wo
     assert last.status == "cancelled" and last.started_at is None
     events = list(JobEvent.objects.filter(job=last).values_list("event", flat=True))
     assert events == ["job_queued", "job_cancelled"]
+
+
+def test_a_held_job_nobody_dispatched_is_handed_over_by_the_sweep(
+    user: Any, rq_workers: Any, rq_scheduler: Any
+) -> None:
+    # As if its dispatch on commit had failed (Redis away just then): held, unasked.
+    job = Job.objects.create(owner=user, tool="noop", timeout_s=5, ready_at=timezone.now())
+
+    assert wait_for_status(job.id, *FINAL, timeout=60).status == "done"
