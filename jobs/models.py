@@ -102,6 +102,12 @@ class Job(models.Model):
                 ),
                 name="job_held_idx",
             ),
+            # jobs.dispatch: the jobs that hold a slot, counted per owner.
+            models.Index(
+                fields=["owner"],
+                condition=models.Q(status__in=["queued", "running"], enqueued_at__isnull=False),
+                name="job_in_flight_idx",
+            ),
         ]
 
     def __str__(self) -> str:

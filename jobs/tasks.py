@@ -119,10 +119,10 @@ def sweep_jobs() -> dict[str, int]:
             "overdue": overdue_jobs_stop(),
             "released": waiting_jobs_release(),
             "requeued": lost_enqueues_repeat(),
-            # Last: the passes above may have freed slots or held jobs again.
-            "dispatched": dispatch.jobs_dispatch(),
             "webhook_retries": webhooks.webhook_retries_due(),
             "keys_expired": services.idempotency_keys_expire(),
+            # Last: the passes above may have freed slots or held jobs again.
+            "dispatched": dispatch.jobs_dispatch(),
         }
     finally:
         connections.close_all()
