@@ -70,14 +70,15 @@ def jobs_dispatch() -> int:
 
     Call it outside any transaction (after a commit): the RQ enqueues follow its own.
     """
-    if not held().exists():
-        # Nothing to hand over, so no lock to take. A job held after this look asks
-        # for its own dispatch when it commits.
+    slots = slots_total()
+    if not held().exists() or in_flight().count() >= slots:
+        # Nothing to hand over, or no slot free: no lock to take. A job held, or a
+        # slot freed, after this look asks for a dispatch of its own when it commits.
         return 0
     with transaction.atomic():
         _dispatch_lock()
         load = Counter(dict(in_flight().values_list("owner_id").annotate(n=Count("id")).order_by()))
-        free = slots_total() - sum(load.values())
+        free = slots - sum(load.values())
         handed: list[tuple[str, float]] = []
         while free > 0:
             pick = _next_held(load)

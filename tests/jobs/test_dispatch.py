@@ -121,15 +121,15 @@ def test_two_dispatches_at_once_never_count_the_same_free_slot(
         Job.objects.create(owner=user, tool="noop", timeout_s=5, ready_at=timezone.now())
     second_done = threading.Event()
     counting = threading.Event()
-    count_slots = dispatch.slots_total
+    next_held = dispatch._next_held
 
-    def slots_after_the_other() -> int:
+    def next_held_after_the_other(load: Any) -> Any:
         if threading.current_thread().name == "first":
             counting.set()
             second_done.wait(timeout=1)
-        return count_slots()
+        return next_held(load)
 
-    monkeypatch.setattr(dispatch, "slots_total", slots_after_the_other)
+    monkeypatch.setattr(dispatch, "_next_held", next_held_after_the_other)
     # Counted here, not run: no worker may start (and end) them while slots are counted.
     monkeypatch.setattr(dispatch, "rq_enqueue_or_leave", lambda job_id, timeout_s: None)
 
