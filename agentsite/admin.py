@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django.contrib import admin
 
-from agentsite.models import ApiToken
+from agentsite.models import ApiToken, UserQuota
 
 
 @admin.register(ApiToken)
@@ -15,3 +15,10 @@ class ApiTokenAdmin(admin.ModelAdmin):
     def has_add_permission(self, request: object) -> bool:
         # The raw value is shown once; issue tokens with `manage.py create_api_token`.
         return False
+
+
+@admin.register(UserQuota)
+class UserQuotaAdmin(admin.ModelAdmin):
+    list_display = ["user", "live_jobs", "live_turns", "messages_per_minute", "mcp_sessions"]
+    search_fields = ["user__username"]
+    raw_id_fields = ["user"]

@@ -81,9 +81,12 @@ def error_response(status: int) -> dict[str, Any]:
 
 
 def document_retry_after(operation: dict[str, Any]) -> None:
-    unavailable = operation["responses"].get(503)
-    if unavailable is not None:
-        unavailable["headers"] = {
+    # Redis or the database away for a moment (503), the caller over a quota (429).
+    for status in (429, 503):
+        answer = operation["responses"].get(status)
+        if answer is None:
+            continue
+        answer["headers"] = {
             "Retry-After": {
                 "description": "Seconds to wait before trying again.",
                 "required": True,

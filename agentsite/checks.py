@@ -16,7 +16,7 @@ def check_environment(app_configs: Any = None, **kwargs: Any) -> list[CheckMessa
         Error(message, hint=f"Fix or unset {name}.", id="agentsite.E001")
         for name, message in getattr(settings, "CONFIG_ERRORS", [])
     ]
-    messages += check_model() + check_workspace() + check_turn_pools()
+    messages += check_model() + check_workspace() + check_turn_pools() + check_quotas()
     if not settings.DEBUG and settings.SECRET_KEY and len(settings.SECRET_KEY) < 32:
         messages.append(
             Warning("SECRET_KEY is short for a production deployment.", id="agentsite.W001")
@@ -65,6 +65,7 @@ def check_turn_pools() -> list[CheckMessage]:
         "AGENTSITE_TURN_CONCURRENCY",
         "AGENTSITE_TURN_DB_THREADS",
         "AGENTSITE_TURN_TOOL_THREADS",
+        "AGENTSITE_BLOCKING_TOOL_THREADS",
     )
     return [
         Error(
@@ -75,3 +76,32 @@ def check_turn_pools() -> list[CheckMessage]:
         for name in names
         if getattr(settings, name) < 1
     ]
+
+
+def check_quotas() -> list[CheckMessage]:
+    limits = (
+        "AGENTSITE_QUOTA_LIVE_JOBS",
+        "AGENTSITE_QUOTA_LIVE_TURNS",
+        "AGENTSITE_QUOTA_MESSAGES_PER_MINUTE",
+        "AGENTSITE_QUOTA_MCP_SESSIONS",
+    )
+    messages: list[CheckMessage] = [
+        Error(
+            f"{name}={getattr(settings, name)!r} must be 0 (no limit) or more.",
+            hint=f"Set {name} to a limit, or unset it for the default.",
+            id="agentsite.E006",
+        )
+        for name in limits
+        if getattr(settings, name) < 0
+    ]
+    positive = ("AGENTSITE_QUOTA_MCP_IDLE_S", "AGENTSITE_MCP_MAX_SESSIONS")
+    messages += [
+        Error(
+            f"{name}={getattr(settings, name)!r} must be above 0.",
+            hint=f"Set {name} to a positive number, or unset it for the default.",
+            id="agentsite.E006",
+        )
+        for name in positive
+        if not getattr(settings, name) > 0
+    ]
+    return messages

@@ -1,26 +1,57 @@
-"""Error pages that speak each client's language: JSON under /api/, HTML elsewhere.
+"""Error pages that speak each client's language: JSON under /api/ and /v1/, HTML elsewhere.
 
-The API's own handlers (``agentsite.api``) answer every error raised inside an
-operation; this catches what fails around it (middleware, URL resolution, a
-method the path does not take), so an API client never gets one of Django's
-HTML pages.
+The APIs' own handlers (``agentsite.api``, ``responses.api``) answer every error
+raised inside an operation; this catches what fails around them (middleware, URL
+resolution, a method the path does not take, a view outside the operations), so
+an API client never gets one of Django's HTML pages, nor a traceback even with
+``DEBUG`` on: an unexpected exception is logged and answered with a generic
+sentence.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from typing import Any
 
 from django.http import HttpRequest, HttpResponse, HttpResponseBase, JsonResponse
 from django.views import defaults
 
+log = logging.getLogger(__name__)
+
+SERVER_FAILED = "The server failed to answer this request."
+
 
 def _is_api(request: HttpRequest) -> bool:
-    return request.path.startswith("/api/")
+    return request.path.startswith(("/api/", "/v1/"))
 
 
 def _json_error(code: str, message: str, status: int) -> JsonResponse:
     return JsonResponse({"error": {"code": code, "message": message}}, status=status)
+
+
+def _server_failed(request: HttpRequest) -> JsonResponse:
+    if request.path.startswith("/v1/"):  # the OpenAI error shape
+        error = {"message": SERVER_FAILED, "type": "server_error", "param": None}
+        return JsonResponse({"error": {**error, "code": "server_error"}}, status=500)
+    return _json_error("internal_error", SERVER_FAILED, 500)
+
+
+class ApiErrorsAsJson:
+    """An exception a view under /api/ or /v1/ did not handle: logged, and a JSON 500
+    with a generic sentence, whatever ``DEBUG`` says."""
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponseBase]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> Any:
+        return self.get_response(request)
+
+    def process_exception(self, request: HttpRequest, exception: Exception) -> Any:
+        if not _is_api(request):
+            return None
+        log.error("unexpected error in %s %s", request.method, request.path, exc_info=exception)
+        return _server_failed(request)
 
 
 def page_not_found(request: HttpRequest, exception: Exception) -> HttpResponse:
@@ -56,5 +87,5 @@ class ApiMethodNotAllowedAsJson:
 
 def server_error(request: HttpRequest) -> HttpResponse:
     if _is_api(request):
-        return _json_error("internal_error", "The server failed to answer.", 500)
+        return _server_failed(request)
     return defaults.server_error(request)

@@ -61,3 +61,26 @@ class ApiToken(models.Model):
             expires_at=expires_at,
         )
         return token, raw
+
+
+class UserQuota(models.Model):
+    """One user's own limits; a blank field means the AGENTSITE_QUOTA_* default, 0 no limit."""
+
+    user = models.OneToOneField(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="quota"
+    )
+    live_jobs = models.PositiveIntegerField(
+        null=True, blank=True, help_text="Jobs queued or running at once."
+    )
+    live_turns = models.PositiveIntegerField(
+        null=True, blank=True, help_text="Model turns queued or running at once."
+    )
+    messages_per_minute = models.PositiveIntegerField(
+        null=True, blank=True, help_text="Messages sent in any 60 seconds."
+    )
+    mcp_sessions = models.PositiveIntegerField(
+        null=True, blank=True, help_text="MCP sessions open at once (per web process)."
+    )
+
+    def __str__(self) -> str:
+        return f"quotas of {self.user}"

@@ -88,6 +88,21 @@ DEBUG = env_bool("DEBUG", False)
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["127.0.0.1", "localhost", "[::1]", "testserver"])
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
 
+# Served over HTTPS only (production, typically behind a proxy that ends TLS and sets
+# X-Forwarded-Proto): HTTP is redirected (but /healthz and /metrics, which probes
+# read over plain HTTP), cookies are sent over HTTPS only, HSTS for a year. Each
+# setting may also be given on its own.
+AGENTSITE_HTTPS = env_bool("AGENTSITE_HTTPS", False)
+if env_bool("AGENTSITE_BEHIND_TLS_PROXY", AGENTSITE_HTTPS):
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", AGENTSITE_HTTPS)
+SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^metrics$"]
+SESSION_COOKIE_SECURE = env_bool("SESSION_COOKIE_SECURE", AGENTSITE_HTTPS)
+CSRF_COOKIE_SECURE = env_bool("CSRF_COOKIE_SECURE", AGENTSITE_HTTPS)
+SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 365 * 24 * 3600 if AGENTSITE_HTTPS else 0)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", False)
+SECURE_HSTS_PRELOAD = env_bool("SECURE_HSTS_PRELOAD", False)
+
 INSTALLED_APPS = [
     "django.contrib.admin",
     "django.contrib.auth",
@@ -116,6 +131,7 @@ MIDDLEWARE = [
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_prometheus.middleware.PrometheusAfterMiddleware",
     "agentsite.errors.ApiMethodNotAllowedAsJson",
+    "agentsite.errors.ApiErrorsAsJson",
     "agentsite.middleware.SyncChainMiddleware",
 ]
 
@@ -220,6 +236,14 @@ CHANNEL_LAYERS = {
 # --- agentsite ------------------------------------------------------------------
 
 AGENTSITE_MODEL = env_str("AGENTSITE_MODEL", "offline")
+# The models a session or a response may name (fnmatch patterns such as claude-*); a
+# session that names none gets AGENTSITE_MODEL. The default: the offline model and
+# AGENTSITE_MODEL, so that nobody spends the operator's key on a model they did not offer.
+AGENTSITE_ALLOWED_MODELS = env_list(
+    "AGENTSITE_ALLOWED_MODELS", list(dict.fromkeys(["offline", AGENTSITE_MODEL]))
+)
+# The scripted model records every request it gets in Redis: for test suites only.
+AGENTSITE_SCRIPTED_MODEL = env_bool("AGENTSITE_SCRIPTED_MODEL", False)
 ANTHROPIC_API_KEY = env_str("ANTHROPIC_API_KEY")
 ANTHROPIC_BASE_URL = env_str("ANTHROPIC_BASE_URL")
 AGENTSITE_WORKSPACE = Path(env_str("AGENTSITE_WORKSPACE") or BASE_DIR / "workspace").resolve()
@@ -248,6 +272,9 @@ AGENTSITE_TURN_DB_THREADS = env_int(
     "AGENTSITE_TURN_DB_THREADS", 1 if _database["ENGINE"].endswith("sqlite3") else 8
 )
 AGENTSITE_TURN_TOOL_THREADS = env_int("AGENTSITE_TURN_TOOL_THREADS", 8)
+# Threads of a web process that run blocking tools called over MCP: a pool of
+# their own, so that a flood of slow calls waits there and never holds up requests.
+AGENTSITE_BLOCKING_TOOL_THREADS = env_int("AGENTSITE_BLOCKING_TOOL_THREADS", 4)
 # Threads of a web process that read session logs for its streams, each keeping a connection.
 AGENTSITE_STREAM_READ_THREADS = env_int("AGENTSITE_STREAM_READ_THREADS", 4)
 # On SIGTERM a turn worker lets running turns finish for this long, then hands
@@ -280,11 +307,39 @@ AGENTSITE_WEBHOOK_TIMEOUT_S = env_float("AGENTSITE_WEBHOOK_TIMEOUT_S", 10.0)
 AGENTSITE_REPORT_SECTION_DELAY_S = env_float("AGENTSITE_REPORT_SECTION_DELAY_S", 0.5)
 # The Python that run_tests runs pytest with (the workspace's own virtualenv, say).
 AGENTSITE_WORKSPACE_PYTHON = env_str("AGENTSITE_WORKSPACE_PYTHON") or sys.executable
+# Where run_tests runs pytest (jobs/tools/sandbox.py): "auto" in namespaces that hide
+# the server's secrets where this machine can make them and with a scrubbed
+# environment only where it cannot; "required" fails the job instead; "off" never tries.
+AGENTSITE_RUN_TESTS_SANDBOX = env_str("AGENTSITE_RUN_TESTS_SANDBOX", "auto").strip().lower()
+if AGENTSITE_RUN_TESTS_SANDBOX not in {"auto", "required", "off"}:
+    CONFIG_ERRORS.append(
+        (
+            "AGENTSITE_RUN_TESTS_SANDBOX",
+            f"AGENTSITE_RUN_TESTS_SANDBOX={AGENTSITE_RUN_TESTS_SANDBOX!r} is not one of "
+            "auto, required, off.",
+        )
+    )
+    AGENTSITE_RUN_TESTS_SANDBOX = "required"
+# More files and directories the sandbox covers (comma-separated absolute paths).
+AGENTSITE_RUN_TESTS_HIDDEN_PATHS = env_list("AGENTSITE_RUN_TESTS_HIDDEN_PATHS", [])
 # Seconds between keep-alive comments on server-sent event streams.
 AGENTSITE_SSE_HEARTBEAT_S = env_float("AGENTSITE_SSE_HEARTBEAT_S", 15.0)
 # Extra modules that register tools (comma-separated dotted paths), imported by
 # every process together with the built-in tools.
 AGENTSITE_EXTRA_TOOLS = env_list("AGENTSITE_EXTRA_TOOLS", [])
+
+# --- quotas ---------------------------------------------------------------------------
+# Each user's limits (0: no limit); the admin's "User quotas" override them per user.
+# Live jobs and live turns are those queued or running; a message that would start a
+# turn is refused at the turn limit (one joining a session's queued turn is not).
+AGENTSITE_QUOTA_LIVE_JOBS = env_int("AGENTSITE_QUOTA_LIVE_JOBS", 100)
+AGENTSITE_QUOTA_LIVE_TURNS = env_int("AGENTSITE_QUOTA_LIVE_TURNS", 50)
+AGENTSITE_QUOTA_MESSAGES_PER_MINUTE = env_int("AGENTSITE_QUOTA_MESSAGES_PER_MINUTE", 120)
+# MCP sessions (2025-11-25 handshakes) one user may hold open in one web process, and
+# how long one may sit idle before it is closed; the process holds at most MAX_SESSIONS.
+AGENTSITE_QUOTA_MCP_SESSIONS = env_int("AGENTSITE_QUOTA_MCP_SESSIONS", 100)
+AGENTSITE_QUOTA_MCP_IDLE_S = env_float("AGENTSITE_QUOTA_MCP_IDLE_S", 300.0)
+AGENTSITE_MCP_MAX_SESSIONS = env_int("AGENTSITE_MCP_MAX_SESSIONS", 10_000)
 
 # --- auth, static, i18n --------------------------------------------------------------
 

@@ -33,6 +33,10 @@ def scratch_environment(
         os.environ["AGENTSITE_EXTRA_TOOLS"] = extra_tools
     os.environ["DJANGO_SETTINGS_MODULE"] = "agentsite.settings"
     os.environ.setdefault("LOG_LEVEL", "WARNING")
+    # One bench user floods the server on purpose; the per-user quotas (tested in the
+    # suite) would refuse it, and throughput is what a benchmark measures.
+    for quota in ("LIVE_JOBS", "LIVE_TURNS", "MESSAGES_PER_MINUTE", "MCP_SESSIONS"):
+        os.environ.setdefault(f"AGENTSITE_QUOTA_{quota}", "0")
     return owned
 
 

@@ -207,7 +207,7 @@ JOB_START_OPENAPI: dict[str, Any] = {
 
 @router.post(
     "/jobs",
-    response={202: JobHandle, **errors(400, 422)},
+    response={202: JobHandle, **errors(400, 422, 429)},
     summary="Start an async tool as a job",
     description="Requires an Idempotency-Key header: a repeat of the same request with the "
     "same key returns the same job; the key with a different request is refused (422).",

@@ -40,8 +40,8 @@ from jobs.models import Job
 log = logging.getLogger(__name__)
 
 S = Job.Status
-# pg_advisory_xact_lock key of the dispatch: "agentsite jobs dispatch", any constant will do.
-LOCK_KEY = 0x6A6F6273
+# The dispatch's advisory lock on PostgreSQL, named as agentsite.quotas names its own.
+LOCK_NAME = "jobs:dispatch"
 
 
 def in_flight() -> QuerySet[Job]:
@@ -108,7 +108,7 @@ def _dispatch_lock() -> None:
     connection = connections[Job.objects.db]
     if connection.vendor == "postgresql":
         with connection.cursor() as cursor:
-            cursor.execute("SELECT pg_advisory_xact_lock(%s)", [LOCK_KEY])
+            cursor.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", [LOCK_NAME])
 
 
 HeldJob = tuple[str, int, float]  # id, owner_id, timeout_s

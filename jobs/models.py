@@ -108,6 +108,12 @@ class Job(models.Model):
                 condition=models.Q(status__in=["queued", "running"], enqueued_at__isnull=False),
                 name="job_in_flight_idx",
             ),
+            # An owner's live jobs, counted against the live-jobs quota (agentsite.quotas).
+            models.Index(
+                fields=["owner"],
+                condition=models.Q(status__in=["queued", "running"]),
+                name="job_live_owner_idx",
+            ),
         ]
 
     def __str__(self) -> str:

@@ -27,6 +27,7 @@ from jobs.live import redis_connection
 from jobs.models import Job
 from jobs.registry import ToolCancelled, get_tool
 from jobs.tools.context import JobToolContext, StopReason
+from jobs.tools.workspace_paths import server_paths_hidden, tool_error_message
 
 log = logging.getLogger(__name__)
 
@@ -89,7 +90,9 @@ class JobExecution:
         try:
             args = tool.validate(job.args)
         except Exception as exc:
-            self.end(lifecycle.job_fail, code="invalid_arguments", message=str(exc))
+            self.end(
+                lifecycle.job_fail, code="invalid_arguments", message=server_paths_hidden(str(exc))
+            )
             return
         ctx = JobToolContext(job)
         heartbeat = Heartbeat(ctx)
@@ -113,7 +116,7 @@ class JobExecution:
                 self.end_stopped(ctx)  # the failure is how the tool reacted to the stop
                 return
             ctx.logger.exception("tool of job %s raised", self.job_id)
-            self.end(lifecycle.job_fail, code="tool_error", message=f"{type(exc).__name__}: {exc}")
+            self.end(lifecycle.job_fail, code="tool_error", message=tool_error_message(exc))
             return
         ctx.progress_flush()
         if ctx.stop_reason == StopReason.DEADLINE:

@@ -21,8 +21,9 @@ from django.db.models import QuerySet
 from django.utils import timezone
 from pydantic import BaseModel, ValidationError
 
-from agentsite.core.errors import BadRequest, Invalid, NotFound
+from agentsite.core.errors import BadRequest, Invalid, NotFound, QuotaExceeded
 from agentsite.core.ids import is_id
+from agentsite.quotas import BUSY_RETRY_AFTER_S, Quota, quota_exceeded, quota_limit, quota_lock
 from jobs import hooks, lifecycle
 from jobs.addresses import AddressRefused, check_url
 from jobs.models import IDEMPOTENCY_KEY_MAX_LENGTH, MAX_DEPENDENCIES, Job
@@ -125,11 +126,13 @@ def job_create(
         "idempotency_key": key,
         "request_hash": fingerprint,
     }
+    limit = quota_limit(user_id=owner.pk, quota=Quota.LIVE_JOBS)
     # Insert first: a new key (the usual case) costs no lookup, and the unique
     # constraint decides between concurrent requests with one key.
     for _ in range(2):
         try:
             with transaction.atomic():
+                live_jobs_check(owner, limit)
                 job = lifecycle.job_queue(
                     depends_on=deps,
                     idempotency_expires_at=timezone.now()
@@ -137,6 +140,12 @@ def job_create(
                     **fields,
                 )
             return job, True
+        except QuotaExceeded:
+            # A repeat of a request already accepted starts nothing: it is answered.
+            existing = job_for_key(owner, key, fingerprint)
+            if existing is not None:
+                return existing, False
+            raise
         except IntegrityError as exc:
             error = exc
             # The key is taken: by this same request (a repeat), by another request
@@ -145,6 +154,16 @@ def job_create(
             if existing is not None:
                 return existing, False
     raise error
+
+
+def live_jobs_check(owner: Any, limit: int | None) -> None:
+    """Refuse a new job while the owner has ``limit`` jobs queued or running."""
+    if limit is None:
+        return
+    quota_lock(user_id=owner.pk, quota=Quota.LIVE_JOBS)
+    live = Job.objects.filter(owner=owner, status__in=[Job.Status.QUEUED, Job.Status.RUNNING])
+    if live.count() >= limit:
+        raise quota_exceeded(Quota.LIVE_JOBS, limit, retry_after_s=BUSY_RETRY_AFTER_S)
 
 
 def job_for_key(owner: Any, key: str, fingerprint: str) -> Job | None:

@@ -30,7 +30,7 @@ from pydantic import ValidationError
 from redis.exceptions import RedisError
 
 from agentsite.auth import user_for_token
-from agentsite.core.errors import DomainError, NotFound
+from agentsite.core.errors import DomainError, NotFound, QuotaExceeded
 from agentsite.http import contains_nul
 from responses.live import response_cancel, response_events, response_wait
 from responses.models import AgentResponse
@@ -56,20 +56,35 @@ View = Callable[..., Any]
 
 class ApiError(Exception):
     def __init__(
-        self, status: int, message: str, *, param: str | None = None, code: str | None = None
+        self,
+        status: int,
+        message: str,
+        *,
+        param: str | None = None,
+        code: str | None = None,
+        retry_after_s: int | None = None,
     ) -> None:
         super().__init__(message)
         self.status, self.message, self.param, self.code = status, message, param, code
+        self.retry_after_s = retry_after_s
 
 
 def error_response(
-    status: int, message: str, *, param: str | None = None, code: str | None = None
+    status: int,
+    message: str,
+    *,
+    param: str | None = None,
+    code: str | None = None,
+    retry_after_s: int | None = None,
 ) -> JsonResponse:
-    kind = {401: "authentication_error", 404: "invalid_request_error"}.get(
+    kind = {401: "authentication_error", 404: "invalid_request_error", 429: "requests"}.get(
         status, "invalid_request_error" if status < 500 else "server_error"
     )
     body = {"error": {"message": message, "type": kind, "param": param, "code": code}}
-    return JsonResponse(body, status=status)
+    response = JsonResponse(body, status=status)
+    if retry_after_s is not None:
+        response["Retry-After"] = str(retry_after_s)
+    return response
 
 
 def domain_error(exc: DomainError) -> ApiError:
@@ -77,6 +92,8 @@ def domain_error(exc: DomainError) -> ApiError:
     param = details.get("param")
     if isinstance(exc, NotFound):
         return ApiError(404, exc.message, param=param, code=None)
+    if isinstance(exc, QuotaExceeded):
+        return ApiError(429, exc.message, code=exc.code, retry_after_s=exc.retry_after_s)
     return ApiError(400, exc.message, param=param, code=exc.code)
 
 
@@ -110,7 +127,13 @@ def openai_endpoint(methods: tuple[str, ...]) -> Callable[[View], View]:
                 return error_response(exc.status, exc.message, param=exc.param, code=exc.code)
             except DomainError as exc:
                 err = domain_error(exc)
-                return error_response(err.status, err.message, param=err.param, code=err.code)
+                return error_response(
+                    err.status,
+                    err.message,
+                    param=err.param,
+                    code=err.code,
+                    retry_after_s=err.retry_after_s,
+                )
             except ValidationError as exc:
                 err = validation_error(exc)
                 return error_response(err.status, err.message, param=err.param, code=err.code)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import functools
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import Any, cast
 
 from channels.db import database_sync_to_async
 from django.conf import settings
@@ -21,7 +21,7 @@ from responses.models import AgentResponse
 from responses.projection import ResponseProjection, StreamEvent
 from responses.services import response_cancel_step, response_project
 from sessions.models import AgentSession
-from sessions.streams import LayerFollower, LogTail, follow
+from sessions.streams import LayerFollower, LogTail, follow, log_read
 
 db = functools.partial(database_sync_to_async, thread_sensitive=False)
 
@@ -50,18 +50,27 @@ class ResponseTail(LogTail):
         }
 
 
-@db
+# The projection's reads run on the stream-read threads, which keep (or, pooled,
+# quickly take) their connection, like every other read a stream makes.
+@log_read
 def _project(response: AgentResponse) -> ResponseProjection:
     return response_project(response)
 
 
-@db
-def _feed(projection: ResponseProjection, frame: dict[str, Any]) -> list[StreamEvent]:
+@log_read
+def _feed_reading(projection: ResponseProjection, frame: dict[str, Any]) -> list[StreamEvent]:
     projection.feed(frame)
     return projection.take()
 
 
-@db
+async def _feed(projection: ResponseProjection, frame: dict[str, Any]) -> list[StreamEvent]:
+    if projection.reads_facts(frame):
+        return await _feed_reading(projection, frame)
+    projection.feed(frame)  # text inside an open run: no query, so no thread hop
+    return projection.take()
+
+
+@log_read
 def _caught_up(projection: ResponseProjection, position: int) -> list[StreamEvent]:
     projection.caught_up(position)
     return projection.take()
@@ -93,7 +102,8 @@ async def response_events(
             if frame is None:
                 events = await _caught_up(projection, tail.cursor)
             else:
-                events = await _feed(projection, frame)
+                # ResponseTail's frames are log events (with their run id).
+                events = await _feed(projection, cast(dict[str, Any], frame))
             for event in events:
                 if event["sequence_number"] > after:
                     yield event

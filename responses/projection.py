@@ -42,6 +42,8 @@ from typing import Any, Protocol
 SERVER_LABEL = "agentsite"
 FINAL_JOB_STATUSES = frozenset({"done", "failed", "cancelled", "timed_out"})
 TERMINAL = frozenset({"completed", "failed", "cancelled", "incomplete"})
+# The log events whose projection may read ``Facts`` (a run's batch, a job's run, usage).
+FACT_KINDS = frozenset({"run_started", "job_event", "run_finished", "run_requeued"})
 
 StreamEvent = dict[str, Any]
 LogEvent = dict[str, Any]  # {"seq", "kind", "payload", "run_id"}
@@ -173,6 +175,14 @@ class ResponseProjection:
         self.position = max(self.position, position)
         self._learn_cancel()
         self._check_cancel_point()
+
+    def reads_facts(self, event: LogEvent) -> bool:
+        """Whether feeding ``event`` may ask the database (``Facts``).
+
+        Text, tool calls and results inside an open run never do: those, the bulk
+        of a stream, can be fed where the event arrives, without a thread hop.
+        """
+        return event["kind"] in FACT_KINDS or not self.open_runs
 
     def feed(self, event: LogEvent) -> None:
         if self.ended:

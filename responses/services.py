@@ -33,7 +33,7 @@ from responses.projection import Header, ResponseProjection
 from sessions.llm.names import OFFLINE, SCRIPTED, is_anthropic
 from sessions.models import AgentSession, Event, Run
 from sessions.runs import run_request_cancel
-from sessions.services import SessionNotFound, message_post, session_create
+from sessions.services import SessionNotFound, message_post, model_check, session_create
 
 # Model names a response may ask for; "agentsite" is the server's default model.
 DEFAULT_MODEL = "agentsite"
@@ -46,6 +46,10 @@ def model_for_session(name: str) -> str:
     if name == DEFAULT_MODEL:
         return ""
     if name in (OFFLINE, SCRIPTED) or is_anthropic(name):
+        try:
+            model_check(name)
+        except Invalid as exc:
+            raise invalid("model", exc.message, exc.code) from exc
         return name
     raise invalid(
         "model",
@@ -105,6 +109,8 @@ def response_create(*, owner: Any, request: ResponseCreate) -> AgentResponse:
 def _refused(exc: Invalid, items: list[dict[str, Any]]) -> Invalid:
     """A refusal of the message's tools or answers, naming the request's field."""
     details = exc.details if isinstance(exc.details, dict) else {}
+    if exc.code == "model_not_allowed":  # the previous response's session's model
+        return invalid("model", exc.message, exc.code)
     if "tool_call_id" in details:
         return _unknown_call(items, str(details["tool_call_id"]))
     if "index" in details:

@@ -254,7 +254,7 @@ def delete_session(request: HttpRequest, session_id: str) -> dict[str, Any]:
 
 @router.post(
     "/sessions/{session_id}/messages",
-    response={202: MessageAccepted, **errors(400, 404, 422)},
+    response={202: MessageAccepted, **errors(400, 404, 422, 429)},
     summary="Send a message",
     openapi_extra=RUN_LINKS,
 )

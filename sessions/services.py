@@ -15,14 +15,24 @@ from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.db import transaction
 from django.utils import timezone
 
-from agentsite.core.errors import Conflict, NotFound
+from agentsite.core.errors import Conflict, Invalid, NotFound
 from agentsite.core.ids import is_id
 from agentsite.core.queries import get_or_none
+from agentsite.quotas import (
+    BUSY_RETRY_AFTER_S,
+    Quota,
+    quota_exceeded,
+    quota_limits,
+    quota_lock,
+    rate_give_back,
+    rate_take,
+)
 from jobs.lifecycle import job_request_cancel
 from jobs.models import Job
 from jobs.services import job_get
 from sessions.client_tools import client_tools_check, tool_results_check
 from sessions.inbox import inbox_append_locked
+from sessions.llm.names import model_is_allowed, models_allowed
 from sessions.models import AgentSession, Event, Run
 from sessions.payloads import ClientTool, ClientToolResult, UserMessagePayload
 from sessions.runs import run_request_cancel, session_lock
@@ -84,9 +94,24 @@ def run_for(*, owner: Owner, run_id: str) -> Run:
 def session_create(
     *, owner: Any, title: str = "", model: str = "", system_prompt: str = ""
 ) -> AgentSession:
+    """A new session; Invalid (``model_not_allowed``) for a model this deployment does not offer."""
+    model = model.strip()
+    model_check(model)
     return AgentSession.objects.create(
-        owner=owner, title=title.strip()[:200], model=model.strip(), system_prompt=system_prompt
+        owner=owner, title=title.strip()[:200], model=model, system_prompt=system_prompt
     )
+
+
+def model_check(model: str) -> None:
+    """Refuse a model outside ``AGENTSITE_ALLOWED_MODELS`` (the operator's key pays for them)."""
+    if not model_is_allowed(model):
+        allowed = models_allowed()
+        raise Invalid(
+            "model_not_allowed",
+            f"The model {model!r} is not offered here: use one of {', '.join(allowed)}"
+            " (or none, for the default).",
+            {"model": model, "allowed": allowed},
+        )
 
 
 def session_list(*, owner: Owner) -> list[AgentSession]:
@@ -135,25 +160,59 @@ def message_post(
     ``client_tools`` are tools the sender carries out itself, ``tool_results`` its
     answers to the model's calls of them (``sessions.client_tools``): refused with
     Invalid when a model could not be offered a tool or an answer is to no awaiting
-    call. Raises SessionNotFound for a deleted session, which takes no new turns.
+    call, or when the session's model is no longer offered. Raises SessionNotFound
+    for a deleted session, which takes no new turns, and QuotaExceeded when the
+    owner is at a limit (``agentsite.quotas``): a refused message is not written.
     """
     payload: UserMessagePayload = {"text": text}
     if client_tools:
         client_tools_check(client_tools)
         payload["client_tools"] = client_tools
-    with transaction.atomic():
-        locked = session_lock(session.pk)
-        if locked.deleted_at is not None:
-            raise SessionNotFound()
-        if tool_results:
-            tool_results_check(session_id=locked.pk, results=tool_results)
-            payload["tool_results"] = tool_results
-        event, run = inbox_append_locked(
-            session=locked, kind=Event.Kind.USER_MESSAGE, payload=dict(payload)
-        )
-        if run is None:  # cannot be: a live session with a pending event has a run
-            raise SessionNotFound()
+    model_check(session.model)
+    owner_id = session.owner_id
+    limits = quota_limits(user_id=owner_id)
+    turns, rate = limits[Quota.LIVE_TURNS], limits[Quota.MESSAGES_PER_MINUTE]
+    mark = None
+    try:
+        with transaction.atomic():
+            locked = session_lock(session.pk)
+            if locked.deleted_at is not None:
+                raise SessionNotFound()
+            if tool_results:
+                tool_results_check(session_id=locked.pk, results=tool_results)
+                payload["tool_results"] = tool_results
+            if turns is not None:
+                live_turns_check(locked, turns)
+            if rate is not None:
+                mark = rate_take(user_id=owner_id, quota=Quota.MESSAGES_PER_MINUTE, limit=rate)
+            event, run = inbox_append_locked(
+                session=locked, kind=Event.Kind.USER_MESSAGE, payload=dict(payload)
+            )
+            if run is None:  # cannot be: a live session with a pending event has a run
+                raise SessionNotFound()
+    except BaseException:
+        if mark is not None:
+            rate_give_back(user_id=owner_id, quota=Quota.MESSAGES_PER_MINUTE, mark=mark)
+        raise
     return event, run
+
+
+def live_turns_check(session: AgentSession, limit: int) -> None:
+    """Refuse a message that would queue a new turn while the owner has ``limit`` live.
+
+    A message to a session whose next turn is already queued joins that turn's
+    batch (``runs.run_route_locked``), so it starts no turn and is let through.
+    """
+    quota_lock(user_id=session.owner_id, quota=Quota.LIVE_TURNS)
+    live = list(
+        Run.objects.filter(
+            owner_id=session.owner_id, status__in=[Run.Status.QUEUED, Run.Status.RUNNING]
+        ).values_list("session_id", "status")
+    )
+    if (session.pk, Run.Status.QUEUED) in live:
+        return
+    if len(live) >= limit:
+        raise quota_exceeded(Quota.LIVE_TURNS, limit, retry_after_s=BUSY_RETRY_AFTER_S)
 
 
 def session_interrupt(*, session: AgentSession) -> tuple[str, str]:

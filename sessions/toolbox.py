@@ -18,6 +18,7 @@ from jobs import documents, inline, services
 from jobs.lifecycle import job_request_cancel
 from jobs.models import Job
 from jobs.registry import Tool, all_tools, get_tool
+from jobs.tools.workspace_paths import tool_error_message
 
 log = logging.getLogger(__name__)
 
@@ -119,7 +120,7 @@ def tool_execute(
         return {"error": {"code": "invalid_arguments", "message": str(exc)}}, True
     except Exception as exc:
         log.info("tool %s failed", name, exc_info=True)
-        return {"error": {"code": "tool_error", "message": f"{type(exc).__name__}: {exc}"}}, True
+        return {"error": {"code": "tool_error", "message": tool_error_message(exc)}}, True
 
 
 def _dispatch(

@@ -79,6 +79,8 @@ os.environ["AGENTSITE_REDIS_PREFIX"] = f"agentsite-test-{os.getpid()}"
 # Test servers (webhook receivers, crawl targets, the fake Messages API) live on loopback.
 os.environ.setdefault("AGENTSITE_ALLOWED_PRIVATE_HOSTS", "127.0.0.1,localhost")
 os.environ.setdefault("AGENTSITE_MODEL", "offline")
+# The scripted model stands in for a real one in the tests of the agent loop.
+os.environ.setdefault("AGENTSITE_SCRIPTED_MODEL", "true")
 # The test tools exist in this process and in every worker and server the suite
 # starts, whichever tests happen to start those first.
 os.environ["AGENTSITE_EXTRA_TOOLS"] = ",".join(

@@ -13,11 +13,12 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.db.models import Max, QuerySet
 from mcp_types import INVALID_PARAMS
 
-from agentsite.core.errors import DomainError
+from agentsite.core.errors import DomainError, QuotaExceeded
 from jobs import inline, lifecycle, services
 from jobs.mcp import mapping
 from jobs.models import Job
 from jobs.registry import Tool, get_tool
+from jobs.tools.workspace_paths import tool_error_message
 
 TASKS_PAGE_SIZE = 50
 
@@ -55,7 +56,7 @@ def blocking_call(*, owner: AbstractBaseUser, tool: str, args: dict[str, Any]) -
     except DomainError as exc:
         raise _from_request_error(exc) from exc
     except Exception as exc:  # the tool's own failure is a result the model can read
-        return mapping.tool_result(f"{type(exc).__name__}: {exc}", is_error=True)
+        return mapping.tool_result(tool_error_message(exc), is_error=True)
     return mapping.tool_result(output)
 
 
@@ -149,6 +150,9 @@ def _offset(cursor: str | None) -> int:
 
 
 def _from_request_error(exc: DomainError) -> Exception:
+    if isinstance(exc, QuotaExceeded):
+        data = mapping.quota_exceeded_data(retry_after_s=exc.retry_after_s, details=exc.details)
+        return McpCallError(mapping.QUOTA_EXCEEDED, exc.message, data)
     if exc.code == "invalid_arguments":
         return ToolInputRejected(exc.message, exc.details)
     if exc.code == "unknown_tool":

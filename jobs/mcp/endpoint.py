@@ -9,17 +9,25 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 from typing import Any
 
 from asgiref.typing import ASGIReceiveCallable, ASGISendCallable, HTTPScope
 from channels.db import database_sync_to_async
+from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 from mcp.server.auth.provider import AccessToken
-from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from mcp.server.streamable_http import MCP_SESSION_ID_HEADER
+from mcp.shared.inbound import MCP_PROTOCOL_VERSION_HEADER
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
 from agentsite.auth import user_for_token
+from agentsite.quotas import Quota, quota_limit
 from jobs.mcp.server import build_server
+from jobs.mcp.sessions import SESSION_LIMIT_SCOPE_KEY, PerUserSessionManager
+
+logger = logging.getLogger(__name__)
 
 MCP_PATHS = frozenset({"/mcp", "/mcp/"})
 # Larger bodies are passed on unchecked; the SDK refuses those above its own limit.
@@ -59,6 +67,24 @@ async def send_unauthorized(send: Any) -> None:
         }
     )
     await send({"type": "http.response.body", "body": body})
+
+
+def header(scope: Scope, name: str) -> str | None:
+    wanted = name.lower().encode()
+    for key, value in scope.get("headers", []):
+        if bytes(key).lower() == wanted:
+            return bytes(value).decode("latin-1")
+    return None
+
+
+def may_open_session(scope: Scope) -> bool:
+    """A POST of the handshake era (2025-11-25 and before) that names no session."""
+    version = header(scope, MCP_PROTOCOL_VERSION_HEADER)
+    return (
+        scope["method"] == "POST"
+        and header(scope, MCP_SESSION_ID_HEADER) is None
+        and (version is None or version in HANDSHAKE_PROTOCOL_VERSIONS)
+    )
 
 
 def is_jsonrpc_message(body: bytes) -> bool:
@@ -129,7 +155,11 @@ class McpEndpoint:
         self.server = build_server()
         # No Host/Origin allow-list: a browser page cannot attach the Bearer token
         # these requests need, which is what DNS-rebinding protection guards against.
-        self.manager = StreamableHTTPSessionManager(app=self.server, session_idle_timeout=30 * 60)
+        self.manager = PerUserSessionManager(
+            app=self.server,
+            session_idle_timeout=settings.AGENTSITE_QUOTA_MCP_IDLE_S,
+            max_sessions=settings.AGENTSITE_MCP_MAX_SESSIONS,
+        )
         self._running: asyncio.Future[None] | None = None
         self._runner: asyncio.Task[None] | None = None
 
@@ -149,6 +179,10 @@ class McpEndpoint:
         # the Django user from the scope of the request carrying each message.
         principal = AccessToken(token="", client_id=f"agentsite-user-{user.pk}", scopes=[])
         scope = {**scope, "user": AuthenticatedUser(principal), "agentsite.user": user}
+        if may_open_session(scope):
+            scope[SESSION_LIMIT_SCOPE_KEY] = await database_sync_to_async(quota_limit)(
+                user_id=user.pk, quota=Quota.MCP_SESSIONS
+            )
         await self.manager.handle_request(scope, receive, send)
 
     async def _ensure_running(self) -> None:
@@ -168,6 +202,34 @@ class McpEndpoint:
             raise
 
 
+async def send_server_error(send: Any) -> None:
+    """A JSON-RPC internal error without details: what failed is in the log only."""
+    error = {"code": -32603, "message": "The server failed to answer this request."}
+    body = json.dumps({"jsonrpc": "2.0", "id": None, "error": error}).encode()
+    headers = [(b"content-type", b"application/json")]
+    await send({"type": "http.response.start", "status": 500, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
+async def answered_on_failure(endpoint: McpEndpoint, scope: Scope, receive: Any, send: Any) -> None:
+    """Run the endpoint; an exception it lets out is logged and, if nothing was sent
+    yet, answered with a JSON 500 (never a traceback)."""
+    started = False
+
+    async def tracking_send(message: Any) -> None:
+        nonlocal started
+        if message.get("type") == "http.response.start":
+            started = True
+        await send(message)
+
+    try:
+        await endpoint(scope, receive, tracking_send)
+    except Exception:
+        logger.exception("unexpected error in %s %s", scope.get("method"), scope.get("path"))
+        if not started:
+            await send_server_error(send)
+
+
 def mcp_or(django_app: Any) -> Any:
     """Send HTTP requests for ``/mcp`` to the MCP endpoint, everything else to ``django_app``."""
     endpoint: McpEndpoint | None = None
@@ -177,7 +239,7 @@ def mcp_or(django_app: Any) -> Any:
         if scope["type"] == "http" and scope["path"] in MCP_PATHS:
             if endpoint is None:
                 endpoint = McpEndpoint()
-            await endpoint(dict(scope), receive, send)
+            await answered_on_failure(endpoint, dict(scope), receive, send)
             return
         await django_app(scope, receive, send)
 

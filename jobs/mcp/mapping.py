@@ -20,6 +20,14 @@ POLL_INTERVAL_MS = 1000
 # Job rows are kept, so a task outlives this; it is the horizon clients may rely on.
 TASK_TTL_MS = 7 * 24 * 3600 * 1000
 MISSING_CAPABILITY = -32021
+# A server error (JSON-RPC reserves -32000..-32099 for them): the caller is over one of
+# its quotas; data carries {"code": "quota_exceeded", "retry_after_s", "details"}.
+QUOTA_EXCEEDED = -32029
+
+
+def quota_exceeded_data(*, retry_after_s: int, details: Any = None) -> dict[str, Any]:
+    return {"code": "quota_exceeded", "retry_after_s": retry_after_s, "details": details}
+
 
 _STATUS = {
     Job.Status.QUEUED: "working",

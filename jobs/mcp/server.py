@@ -16,6 +16,7 @@ each request picks one:
 
 from __future__ import annotations
 
+import functools
 import logging
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
@@ -34,7 +35,7 @@ from mcp.shared.subscriptions import SUBSCRIPTION_ID_META_KEY
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import ConfigDict, ValidationError
 
-from jobs import registry
+from jobs import inline, registry
 from jobs.mcp import calls, mapping
 from jobs.mcp.watch import task_changes, task_finished
 
@@ -176,11 +177,16 @@ async def call_tool(ctx: Ctx, params: types.CallToolRequestParams) -> HandlerRes
     tool = await in_thread(calls.tool_named, name=params.name)
     args = params.arguments or {}
     if tool.kind == "blocking":
+        call = functools.partial(calls.blocking_call, owner=owner, tool=tool.name, args=args)
         try:
-            result = await in_thread(calls.blocking_call, owner=owner, tool=tool.name, args=args)
-            return types.CallToolResult.model_validate(result)
+            result = await inline.blocking_tool_run(tool, call)
         except calls.ToolInputRejected as exc:
             return rejected_input_result(exc)
+        except calls.McpCallError as exc:
+            raise MCPError(exc.code, exc.message, exc.data) from exc
+        except inline.BlockingToolTimedOut as exc:
+            result = mapping.tool_result(str(exc), is_error=True)
+        return types.CallToolResult.model_validate(result)
     if not is_modern(ctx):
         raise MCPError(
             types.METHOD_NOT_FOUND,

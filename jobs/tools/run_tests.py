@@ -1,13 +1,20 @@
 """``run_tests``: pytest on a path of the workspace, one partial result per test.
 
 pytest runs in a subprocess with its own process group, so that stopping it
-(cancel, deadline) stops everything the tests started too. Results come from a
-small plugin (``pytest_plugin/agentsite_live_report.py``) that writes one JSON
-line per finished test to a file this tool tails.
+(cancel, deadline) stops everything the tests started too, inside the sandbox of
+``jobs/tools/sandbox.py`` (no secrets, no database, no network) with a scrubbed
+environment and a home directory of its own. Results come from a small plugin
+(``pytest_plugin/agentsite_live_report.py``) that writes one JSON line per
+finished test to a file this tool tails.
+
+Only test files are run: ``path`` names a directory, a file named like one of
+pytest's test files (``test_*.py``, ``*_test.py``), or a test in one; anything
+else would have pytest import a module of the workspace and run its top-level code.
 """
 
 from __future__ import annotations
 
+import fnmatch
 import json
 import os
 import signal
@@ -23,7 +30,14 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from jobs.registry import ToolCancelled, ToolContext, tool
 from jobs.tools.running import stop_requested, tool_input, tool_setting
-from jobs.tools.workspace_paths import workspace_path, workspace_relative, workspace_root
+from jobs.tools.sandbox import sandboxed
+from jobs.tools.workspace_paths import (
+    WorkspacePathError,
+    server_paths_hidden,
+    workspace_path,
+    workspace_relative,
+    workspace_root,
+)
 
 PLUGIN_DIR = Path(__file__).resolve().parent / "pytest_plugin"
 PLUGIN_NAME = "agentsite_live_report"
@@ -34,6 +48,7 @@ MAX_TRACEBACKS = 20
 TRACEBACK_LIMIT = 2000
 CONFIG_FILES = ("pytest.ini", ".pytest.ini", "pyproject.toml", "tox.ini", "setup.cfg")
 OUTCOME_ORDER = ("passed", "failed", "errors", "skipped", "xfailed", "xpassed")
+TEST_FILE_PATTERNS = ("test_*.py", "*_test.py")
 
 
 class RunTestsInput(BaseModel):
@@ -62,8 +77,15 @@ class RunTestsInput(BaseModel):
 
     @field_validator("path")
     @classmethod
-    def path_is_inside_workspace(cls, value: str) -> str:
-        workspace_path(value.partition("::")[0] or ".")
+    def path_is_a_test_directory_or_file(cls, value: str) -> str:
+        target = workspace_path(value.partition("::")[0] or ".")
+        if target.is_dir():
+            return value
+        if not any(fnmatch.fnmatchcase(target.name, p) for p in TEST_FILE_PATTERNS):
+            raise WorkspacePathError(
+                f"{value.partition('::')[0]!r} is not a test file: name a directory or a file "
+                "named test_*.py or *_test.py"
+            )
         return value
 
     @field_validator("keyword")
@@ -143,27 +165,35 @@ def summary_line(counts: Counter[str], failing_files: list[str]) -> str:
     return line
 
 
-def subprocess_env(report_path: Path) -> dict[str, str]:
-    """A minimal environment: the tests are workspace code and see none of our secrets."""
-    env = {
-        key: os.environ[key]
-        for key in ("PATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "SYSTEMROOT")
-        if key in os.environ
-    }
+def subprocess_env(report_path: Path, scratch: Path, *, watch_parent: bool) -> dict[str, str]:
+    """A minimal environment: the tests are workspace code and see none of our secrets
+    (no SECRET_KEY, DATABASE_URL, REDIS_URL, API keys), with a home and a TMPDIR of their own."""
+    env = {key: os.environ[key] for key in ("PATH", "LANG", "LC_ALL") if key in os.environ}
+    home, tmp = scratch / "home", scratch / "tmp"
+    home.mkdir(exist_ok=True)
+    tmp.mkdir(exist_ok=True)
     env.update(
+        HOME=str(home),
+        TMPDIR=str(tmp),
         PYTHONPATH=str(PLUGIN_DIR),
         PYTHONDONTWRITEBYTECODE="1",
         PYTHONUNBUFFERED="1",
         AGENTSITE_REPORT_PATH=str(report_path),
-        AGENTSITE_PARENT_PID=str(os.getpid()),
     )
+    if watch_parent:
+        # In the sandbox, the namespace's end takes the run with it instead.
+        env["AGENTSITE_PARENT_PID"] = str(os.getpid())
     return env
+
+
+def workspace_python() -> str:
+    return str(tool_setting("AGENTSITE_WORKSPACE_PYTHON", sys.executable))
 
 
 def pytest_argv(args: RunTestsInput, root: Path, scratch: Path) -> list[str]:
     file_part, separator, rest = args.path.partition("::")
     target = workspace_relative(workspace_path(file_part or ".")) + separator + rest
-    python = tool_setting("AGENTSITE_WORKSPACE_PYTHON", sys.executable)
+    python = workspace_python()
     argv = [python, "-m", "pytest", "-p", PLUGIN_NAME, "-p", "no:cacheprovider"]
     argv += ["-q", "--color=no", f"--rootdir={root}"]
     if not any((root / name).is_file() for name in CONFIG_FILES):
@@ -217,7 +247,14 @@ def follow_report(
 
 
 def output_tail(path: Path, limit: int = 3000) -> str:
-    return path.read_text(encoding="utf-8", errors="replace")[-limit:].strip()
+    text = server_paths_hidden(path.read_text(encoding="utf-8", errors="replace"))
+    return text[-limit:].strip()
+
+
+def interpreter_home() -> Path:
+    """The virtualenv or installation pytest's interpreter lives in, which the sandbox
+    mounts back should it lie in a covered directory (a virtualenv under /tmp)."""
+    return Path(workspace_python()).parent.parent
 
 
 def run_tests(args: Any, ctx: ToolContext) -> dict[str, Any]:
@@ -229,11 +266,14 @@ def run_tests(args: Any, ctx: ToolContext) -> dict[str, Any]:
         scratch = Path(scratch_dir)
         report_path, log_path = scratch / "report.jsonl", scratch / "output.txt"
         report_path.touch()
+        argv, isolation = sandboxed(
+            pytest_argv(params, root, scratch), cwd=root, keep=[root, scratch, interpreter_home()]
+        )
         with open(log_path, "wb") as log:
             proc = subprocess.Popen(
-                pytest_argv(params, root, scratch),
+                argv,
                 cwd=root,
-                env=subprocess_env(report_path),
+                env=subprocess_env(report_path, scratch, watch_parent=isolation == "none"),
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=subprocess.STDOUT,
@@ -267,7 +307,11 @@ def run_tests(args: Any, ctx: ToolContext) -> dict[str, Any]:
         "xpassed": tally.counts["xpassed"],
         "duration_s": round(time.monotonic() - started, 2),
         "exit_code": tally.exitstatus,
-        "failures": tally.failures,
+        "failures": [
+            {key: server_paths_hidden(value) for key, value in failure.items()}
+            for failure in tally.failures
+        ],
+        "sandbox": isolation,
     }
 
 

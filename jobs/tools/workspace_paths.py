@@ -6,6 +6,7 @@ so neither ``../secrets`` nor a symlink pointing out of the workspace gets throu
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 from django.conf import settings
@@ -36,3 +37,26 @@ def workspace_relative(path: Path) -> str:
     """The path as shown to models: relative to the workspace, with forward slashes."""
     relative = path.relative_to(workspace_root()).as_posix()
     return relative or "."
+
+
+def server_paths_hidden(text: str) -> str:
+    """``text`` (an error, a traceback) without the server's own absolute paths: workspace
+    paths become relative, the install, its data and its Python become ``<server>``."""
+    root = str(workspace_root())
+    text = text.replace(root + "/", "").replace(root, ".")
+    servers = {
+        str(settings.LOCAL_DIR),
+        str(settings.BASE_DIR),
+        sys.prefix,
+        sys.base_prefix,
+        str(Path(sys.executable).resolve().parent.parent),
+    }
+    for path in sorted(servers, key=len, reverse=True):
+        if len(path) > 1:
+            text = text.replace(path, "<server>")
+    return text
+
+
+def tool_error_message(exc: BaseException) -> str:
+    """What a failed tool call says: the error, without the server's own paths."""
+    return server_paths_hidden(f"{type(exc).__name__}: {exc}")

@@ -20,7 +20,14 @@ from sessions.llm.base import (
     TextDelta,
     ToolUse,
 )
-from sessions.llm.names import ANTHROPIC, MODEL_NAMES_TEXT, OFFLINE, SCRIPTED, is_anthropic
+from sessions.llm.names import (
+    ANTHROPIC,
+    MODEL_NAMES_TEXT,
+    OFFLINE,
+    SCRIPTED,
+    is_anthropic,
+    scripted_enabled,
+)
 from sessions.llm.offline import OfflineModel
 from sessions.llm.scripted import ScriptedModel
 
@@ -45,6 +52,8 @@ def get_model_client(name: str = "", *, session_id: str | None = None) -> ModelC
     if name == OFFLINE:
         return OfflineModel()
     if name == SCRIPTED:
+        if not scripted_enabled():
+            raise ValueError("the scripted model is for tests: AGENTSITE_SCRIPTED_MODEL is off")
         return ScriptedModel(key=session_id or "default")
     if is_anthropic(name):
         # Lazy: only a process that talks to Anthropic pays for importing its SDK.

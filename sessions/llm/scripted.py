@@ -30,6 +30,9 @@ from sessions.llm.names import SCRIPTED
 
 NO_MORE = "(the scripted model has no response left)"
 GATE_TIMEOUT_S = 60.0
+# What is kept of a session's script: its last requests, and nothing after an hour.
+REQUESTS_KEPT = 200
+SCRIPT_TTL_S = 3600
 
 
 def _redis() -> redis.Redis:
@@ -43,17 +46,21 @@ def _key(key: str, part: str) -> str:
 def scripted_push(key: str, *responses: dict[str, Any]) -> None:
     """Queue responses for the session ``key``; each model call takes the next one."""
     if responses:
-        _redis().rpush(_key(key, "responses"), *[json.dumps(r) for r in responses])
+        pipe = _redis().pipeline()
+        pipe.rpush(_key(key, "responses"), *[json.dumps(r) for r in responses])
+        pipe.expire(_key(key, "responses"), SCRIPT_TTL_S)
+        pipe.execute()
 
 
 def scripted_requests(key: str) -> list[dict[str, Any]]:
-    """Every request the model received for ``key``: ``{"system", "messages", "tools"}``."""
+    """The requests the model received for ``key`` (the last ``REQUESTS_KEPT``):
+    ``{"system", "messages", "tools"}``."""
     return [json.loads(raw) for raw in _redis().lrange(_key(key, "requests"), 0, -1)]
 
 
 def scripted_open(key: str, gate: str) -> None:
     """Release a response waiting on ``gate``."""
-    _redis().set(_key(key, f"gate:{gate}"), "1", ex=3600)
+    _redis().set(_key(key, f"gate:{gate}"), "1", ex=SCRIPT_TTL_S)
 
 
 class ScriptedModel:
@@ -94,7 +101,12 @@ class ScriptedModel:
         yield Finish(stop_reason="tool_use" if calls else "end_turn", usage=usage)
 
     async def _next(self, conn: redis.asyncio.Redis, request: dict[str, Any]) -> dict[str, Any]:
-        await conn.rpush(_key(self.key, "requests"), json.dumps(request, default=str))
+        requests = _key(self.key, "requests")
+        async with conn.pipeline() as pipe:
+            pipe.rpush(requests, json.dumps(request, default=str))
+            pipe.ltrim(requests, -REQUESTS_KEPT, -1)
+            pipe.expire(requests, SCRIPT_TTL_S)
+            await pipe.execute()
         raw = await conn.lpop(_key(self.key, "responses"))
         if not isinstance(raw, bytes | str):
             return {"text": NO_MORE}

@@ -97,3 +97,47 @@ def test_the_demo_workspace_is_listed_by_default() -> None:
     result = LIST_FILES.run({"pattern": "tests/*.py"}, LocalToolContext())
 
     assert "tests/test_pricing.py" in [f["path"] for f in result["files"]]
+
+
+@pytest.fixture
+def large_workspace(tmp_path: Path) -> Iterator[Path]:
+    root = tmp_path / "large"
+    for top in range(30):
+        folder = root / f"pkg{top}" / "deep"
+        folder.mkdir(parents=True)
+        for name in range(20):
+            (folder / f"file{name}.py").write_text("x = 1\n")
+    with override_settings(AGENTSITE_WORKSPACE=root):
+        yield root
+
+
+def test_list_files_refuses_a_pattern_of_many_recursive_segments(large_workspace: Path) -> None:
+    with pytest.raises(ValidationError, match="the pattern has 6 '\\*\\*' segments; at most 2"):
+        LIST_FILES.validate({"pattern": "**/**/**/**/**/**/*.py"})
+
+
+def test_list_files_with_two_recursive_segments_lists_each_file_once(
+    large_workspace: Path,
+) -> None:
+    result = LIST_FILES.run({"pattern": "**/deep/**/*.py", "max_results": 2000}, LocalToolContext())
+
+    paths = [f["path"] for f in result["files"]]
+    assert len(paths) == len(set(paths)) == 600
+    assert paths == sorted(paths, key=lambda p: Path(p).parts)
+
+
+def test_list_files_stops_at_its_deadline(large_workspace: Path) -> None:
+    ctx = LocalToolContext()
+    ctx.cancel()
+
+    with pytest.raises(TimeoutError, match="list_files stopped at its deadline after visiting"):
+        LIST_FILES.run({"pattern": "**/*.nothing"}, ctx)
+
+
+def test_list_files_stops_after_visiting_its_cap_of_entries(
+    large_workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("jobs.tools.files.MAX_ENTRIES_VISITED", 100)
+
+    with pytest.raises(ValueError, match="stopped after visiting 100 entries"):
+        LIST_FILES.run({"pattern": "**/*.nothing"}, LocalToolContext())

@@ -28,6 +28,25 @@ def process_alive(pid: int) -> bool:
     return state not in ("Z", "X")
 
 
+def host_pids(workspace: Path) -> tuple[int, int]:
+    """The pids of the slow test's pytest and its child as this machine numbers them (in
+    the sandbox the tests see pids of their own namespace): the processes working there."""
+    pytest_pid = child_pid = 0
+    for proc in Path("/proc").iterdir():
+        try:
+            if not proc.name.isdigit() or (proc / "cwd").resolve() != workspace.resolve():
+                continue
+            argv = (proc / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if argv[0] == b"sleep":
+            child_pid = int(proc.name)
+        elif argv[1:3] == [b"-m", b"pytest"]:
+            pytest_pid = int(proc.name)
+    assert pytest_pid and child_pid
+    return pytest_pid, child_pid
+
+
 @pytest.fixture
 def slow_workspace(tmp_path: Path) -> Iterator[Path]:
     """A workspace whose slow test starts a child process, notes both pids, and sleeps."""
@@ -181,7 +200,7 @@ def test_cancelling_kills_the_whole_process_group(slow_workspace: Path) -> None:
     ctx = LocalToolContext()
     outcome = run_in_thread({}, ctx)
     wait_until(pids_file.exists, timeout=30)
-    pytest_pid, child_pid = map(int, pids_file.read_text().split())
+    pytest_pid, child_pid = host_pids(slow_workspace)
     assert process_alive(pytest_pid) and process_alive(child_pid)
 
     ctx.cancel()
@@ -195,17 +214,19 @@ def test_cancelling_kills_the_whole_process_group(slow_workspace: Path) -> None:
 def test_the_deadline_stops_the_run(slow_workspace: Path) -> None:
     pids_file = slow_workspace / "pids"
     ctx = LocalToolContext(timeout_s=3600)
+    pids: list[tuple[int, int]] = []
 
     def deadline_passes_once_the_slow_test_runs() -> None:
         # A fixed deadline could pass before a loaded machine's pytest got that far.
         wait_until(pids_file.exists, timeout=60)
+        pids.append(host_pids(slow_workspace))
         ctx.deadline = timezone.now()
 
     threading.Thread(target=deadline_passes_once_the_slow_test_runs, daemon=True).start()
     with pytest.raises(ToolCancelled):
         RUN_TESTS.run({}, ctx)
 
-    pytest_pid, child_pid = map(int, pids_file.read_text().split())
+    pytest_pid, child_pid = pids[0]
     wait_until(lambda: not process_alive(pytest_pid) and not process_alive(child_pid), timeout=10)
 
 
@@ -234,7 +255,7 @@ def test_a_killed_runner_takes_the_test_run_with_it(slow_workspace: Path) -> Non
     )
     try:
         wait_until(pids_file.exists, timeout=30)
-        pytest_pid, child_pid = map(int, pids_file.read_text().split())
+        pytest_pid, child_pid = host_pids(slow_workspace)
         runner.send_signal(signal.SIGKILL)
         runner.wait()
         wait_until(
@@ -243,3 +264,60 @@ def test_a_killed_runner_takes_the_test_run_with_it(slow_workspace: Path) -> Non
     finally:
         runner.kill()
         runner.wait()
+
+
+def test_an_error_of_the_run_names_no_server_path(tmp_path: Path) -> None:
+    (tmp_path / "test_a.py").write_text("def test_a():\n    pass\n")
+    with override_settings(AGENTSITE_WORKSPACE=tmp_path):
+        with pytest.raises(RuntimeError) as raised:
+            RUN_TESTS.run({"path": "test_a.py::test_missing"}, LocalToolContext())
+
+    message = str(raised.value)
+    assert "pytest could not run" in message
+    assert "test_a.py::test_missing" in message
+    assert str(tmp_path) not in message
+
+
+@pytest.fixture
+def no_sandbox_here(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """A machine without unshare/setpriv."""
+    import shutil
+
+    from jobs.tools import sandbox
+
+    monkeypatch.setattr(shutil, "which", lambda name: None)
+    sandbox.namespaces_work.cache_clear()
+    yield
+    sandbox.namespaces_work.cache_clear()
+
+
+def test_without_a_sandbox_auto_runs_with_the_scrubbed_environment_only(
+    tmp_path: Path, no_sandbox_here: None
+) -> None:
+    (tmp_path / "test_env.py").write_text(
+        "import os\n\ndef test_env():\n    assert 'SECRET_KEY' not in os.environ\n"
+        "    assert os.environ['HOME'] != os.path.expanduser('~root')\n"
+    )
+    with override_settings(AGENTSITE_WORKSPACE=tmp_path, AGENTSITE_RUN_TESTS_SANDBOX="auto"):
+        result = RUN_TESTS.run({}, LocalToolContext())
+
+    assert (result["summary"], result["sandbox"]) == ("1 passed", "none")
+
+
+def test_without_a_sandbox_required_fails_the_run_with_a_clear_error(
+    tmp_path: Path, no_sandbox_here: None
+) -> None:
+    (tmp_path / "test_a.py").write_text("def test_a():\n    pass\n")
+    with override_settings(AGENTSITE_WORKSPACE=tmp_path, AGENTSITE_RUN_TESTS_SANDBOX="required"):
+        with pytest.raises(
+            RuntimeError, match="run_tests runs tests only in its sandbox, and none"
+        ):
+            RUN_TESTS.run({}, LocalToolContext())
+
+
+def test_the_sandbox_is_used_where_it_can_be_made(tmp_path: Path) -> None:
+    (tmp_path / "test_a.py").write_text("def test_a():\n    pass\n")
+    with override_settings(AGENTSITE_WORKSPACE=tmp_path):
+        result = RUN_TESTS.run({}, LocalToolContext())
+
+    assert result["sandbox"] == "namespaces"

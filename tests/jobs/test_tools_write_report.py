@@ -147,6 +147,7 @@ def test_a_session_on_a_claude_model_has_it_rewrite_each_section(user: Any, sett
     from sessions.services import session_create
     from tests.sessions.messages_server import MessagesServer
 
+    settings.AGENTSITE_ALLOWED_MODELS = ["offline", "claude-test-model"]
     session = session_create(owner=user, model="claude-test-model")
     with MessagesServer() as server:
         settings.ANTHROPIC_BASE_URL = server.url

@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import time
+from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, Field
@@ -40,3 +41,27 @@ def mcp_nap(args: Nap, ctx: ToolContext) -> dict[str, Any]:
 )
 def mcp_broken(args: Nap, ctx: ToolContext) -> dict[str, Any]:
     raise RuntimeError("the nap went wrong")
+
+
+class Hold(BaseModel):
+    marker_dir: str
+    tag: str
+
+
+@tool(
+    name="mcp_hold",
+    description="A blocking tool that holds its thread until its deadline, leaving markers.",
+    input_model=Hold,
+    kind="blocking",
+    default_timeout_s=15,
+    max_timeout_s=15,
+)
+def mcp_hold(args: Hold, ctx: ToolContext) -> dict[str, Any]:
+    markers = Path(args.marker_dir)
+    (markers / f"{args.tag}.started").touch()
+    try:
+        while not ctx.cancelled:
+            time.sleep(0.05)
+    finally:
+        (markers / f"{args.tag}.stopped").touch()
+    return {"summary": "held until the deadline"}

@@ -23,6 +23,7 @@ def server(settings: Any) -> Iterator[MessagesServer]:
     with MessagesServer() as srv:
         settings.ANTHROPIC_BASE_URL = srv.url
         settings.ANTHROPIC_API_KEY = "sk-test-key"
+        settings.AGENTSITE_ALLOWED_MODELS = ["offline", "claude-test-model"]
         yield srv
 
 

@@ -4,24 +4,28 @@ message and every turn, by every user at once (bench/concurrency.py).
 Before: a message cost 16 statements and a turn's start 17 (two session locks, a
 seq read after its bump, a savepoint per event, a second look for a queued run).
 The counts include the savepoint pair the test's own transaction adds around
-each call.
+each call. A message pays two statements for its owner's quotas (the user's own
+limits, the live turns), and on PostgreSQL a third for the per-user lock that
+SQLite's write lock already gives; the messages-a-minute window lives in Redis.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from django.db import connection
+
 from sessions.runs import run_complete, run_start
 from sessions.services import message_post, session_create
 
 
-def test_a_message_costs_nine_statements_at_most(
+def test_a_message_costs_eleven_statements_at_most(
     user: Any, django_assert_max_num_queries: Any
 ) -> None:
     session = session_create(owner=user)
     message_post(session=session, text="warm")  # a first message creates the session's run
     other = session_create(owner=user)
-    with django_assert_max_num_queries(9):
+    with django_assert_max_num_queries(12 if connection.vendor == "postgresql" else 11):
         event, run = message_post(session=other, text="hello")
     assert event.pending and run.status == "queued"
 

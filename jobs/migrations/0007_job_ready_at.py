@@ -7,8 +7,8 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('agent_sessions', '0004_run_client_tools'),
-        ('jobs', '0005_job_created_index'),
+        ('agent_sessions', '0005_run_live_owner_index'),
+        ('jobs', '0006_job_live_owner_index'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 

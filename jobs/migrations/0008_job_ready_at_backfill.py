@@ -18,6 +18,6 @@ def ready_at_from_enqueued_at(apps: Any, schema_editor: Any) -> None:
 
 
 class Migration(migrations.Migration):
-    dependencies = [("jobs", "0006_job_ready_at")]
+    dependencies = [("jobs", "0007_job_ready_at")]
 
     operations = [migrations.RunPython(ready_at_from_enqueued_at, migrations.RunPython.noop)]
