@@ -31,7 +31,7 @@ from django.db import DatabaseError, connections, transaction
 from django.db.models import Count, QuerySet
 from django.utils import timezone
 from redis.exceptions import RedisError
-from rq import Worker
+from rq import worker_registration
 from rq.job import Job as RqJob
 
 from jobs.live import redis_connection
@@ -60,9 +60,25 @@ def slots_total() -> int:
     """How many jobs may be in flight at once: one per tool worker."""
     if settings.AGENTSITE_JOB_SLOTS > 0:
         return int(settings.AGENTSITE_JOB_SLOTS)
-    queue = django_rq.get_queue("tools", connection=redis_connection())
     # At least one, so a job handed over before any worker registered starts with the first.
-    return max(1, Worker.count(connection=redis_connection(), queue=queue))
+    return max(1, tool_workers_alive())
+
+
+def tool_workers_alive() -> int:
+    """The workers Redis lists on ``tools`` whose own key is still there.
+
+    A worker killed without a word stays in RQ's list until some worker cleans it;
+    its key expires with its heartbeat, as ``Worker.all`` sees it.
+    """
+    connection = redis_connection()
+    queue = django_rq.get_queue("tools", connection=connection)
+    keys = worker_registration.get_keys(queue=queue)
+    if not keys:
+        return 0
+    with connection.pipeline(transaction=False) as pipe:
+        for key in keys:
+            pipe.exists(key)
+        return sum(int(n) for n in pipe.execute())
 
 
 def jobs_dispatch() -> int:
