@@ -303,6 +303,9 @@ AGENTSITE_SESSION_RETENTION_DAYS = env_int("AGENTSITE_SESSION_RETENTION_DAYS", 3
 AGENTSITE_RETENTION_SWEEP_S = env_int("AGENTSITE_RETENTION_SWEEP_S", 60, least=1)
 AGENTSITE_RETENTION_BATCH = env_int("AGENTSITE_RETENTION_BATCH", 500, least=1)
 AGENTSITE_RETENTION_BATCHES = env_int("AGENTSITE_RETENTION_BATCHES", 20, least=1)
+# How many tool jobs may be handed to RQ at once (jobs/dispatch.py): one per tool
+# worker. 0 counts the workers Redis lists on `tools`.
+AGENTSITE_JOB_SLOTS = env_int("AGENTSITE_JOB_SLOTS", 0)
 # Delays before each webhook retry; the delivery is given up after the last one.
 try:
     AGENTSITE_WEBHOOK_RETRY_S = [

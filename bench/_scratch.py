@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
+import time
 from pathlib import Path
 
 
@@ -41,3 +43,34 @@ def scratch_environment(
 def percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+def tool_workers_start(scratch: Path, count: int) -> list[subprocess.Popen[bytes]]:
+    """``count`` RQ workers on ``tools`` against the scratch environment, logging to it."""
+    from django.conf import settings
+
+    log = open(scratch / "workers.log", "ab")  # open as long as the workers run
+    return [
+        subprocess.Popen(
+            [sys.executable, str(settings.BASE_DIR / "manage.py"), "rqworker", "tools", "-v", "0"],
+            cwd=settings.BASE_DIR,
+            env=dict(os.environ),
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        for _ in range(count)
+    ]
+
+
+def tool_workers_wait(count: int) -> None:
+    """Return once ``count`` workers listen on ``tools``."""
+    import django_rq
+    from rq import Worker
+
+    queue = django_rq.get_queue("tools")
+    deadline = time.monotonic() + 30
+    while len(Worker.all(queue=queue)) < count:
+        if time.monotonic() > deadline:
+            raise SystemExit("workers did not start")
+        time.sleep(0.1)

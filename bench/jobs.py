@@ -26,7 +26,12 @@ from typing import Any
 BASE_DIR = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(BASE_DIR))
 
-from _scratch import percentile, scratch_environment  # noqa: E402
+from _scratch import (  # noqa: E402
+    percentile,
+    scratch_environment,
+    tool_workers_start,
+    tool_workers_wait,
+)
 
 N_JOBS = int(os.environ.get("BENCH_JOBS", "200"))
 N_WORKERS = int(os.environ.get("BENCH_WORKERS", "2"))
@@ -45,35 +50,6 @@ def describe(
         f"  p95 {1000 * percentile(wait, 0.95):6.1f} ms"
     )
     return rate
-
-
-def start_workers(scratch: Path) -> list[subprocess.Popen[bytes]]:
-    from django.conf import settings
-
-    log = open(scratch / "workers.log", "ab")  # open as long as the workers run
-    return [
-        subprocess.Popen(
-            [sys.executable, str(settings.BASE_DIR / "manage.py"), "rqworker", "tools", "-v", "0"],
-            cwd=settings.BASE_DIR,
-            env=dict(os.environ),
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-        for _ in range(N_WORKERS)
-    ]
-
-
-def wait_for_workers() -> None:
-    import django_rq
-    from rq import Worker
-
-    queue = django_rq.get_queue("tools")
-    deadline = time.monotonic() + 30
-    while len(Worker.all(queue=queue)) < N_WORKERS:
-        if time.monotonic() > deadline:
-            raise SystemExit("workers did not start")
-        time.sleep(0.1)
 
 
 def cpu_seconds(procs: list[subprocess.Popen[bytes]]) -> float:
@@ -195,8 +171,8 @@ def main() -> int:
         user = get_user_model().objects.create_user(f"bench-{os.getpid()}", password="bench-pw-123")
         _, raw = ApiToken.issue(user=user, name="bench")
         client = Client(headers={"Authorization": f"Bearer {raw}"})
-        workers = start_workers(scratch)
-        wait_for_workers()
+        workers = tool_workers_start(scratch, N_WORKERS)
+        tool_workers_wait(N_WORKERS)
         print(f"{N_JOBS} no-op jobs x {N_ROUNDS} rounds, {N_WORKERS} workers, {settings_summary()}")
         bench_raw_rq(20)  # warm up both paths
         wait_done([post_job(client, f"warm-{i}")[0] for i in range(20)])

@@ -130,6 +130,7 @@ class JobAdmin(admin.ModelAdmin):
             {
                 "fields": [
                     "idempotency_key",
+                    "ready_at",
                     "enqueued_at",
                     "started_at",
                     "heartbeat_at",

@@ -22,15 +22,11 @@ from collections.abc import Iterable, Sequence
 from datetime import timedelta
 from typing import Any, cast
 
-import django_rq
-from django.conf import settings
 from django.db import connections, transaction
 from django.db.models.sql.subqueries import UpdateQuery
 from django.utils import timezone
-from redis.exceptions import RedisError
-from rq.job import Job as RqJob
 
-from jobs import hooks
+from jobs import dispatch, hooks
 from jobs.documents import FINAL_EVENT_OF, JobEventName, job_event_payload, job_status_doc
 from jobs.groups import cancel_key
 from jobs.live import job_update_send, redis_connection
@@ -96,6 +92,9 @@ def _transition(
         if job.is_terminal and job.has_dependents:
             # In the same transaction: a final state and its consequences commit together.
             dependents_release(job_id=job_id, status=str(job.status))
+        if job.is_terminal and job.enqueued_at is not None:
+            # It held a slot: the next held job may take it once this has committed.
+            transaction.on_commit(dispatch.jobs_dispatch_after_commit)
     return job
 
 
@@ -123,28 +122,28 @@ def _finish(
 def job_queue(*, depends_on: Sequence[str] = (), **fields: Any) -> Job:
     """Create a job ``queued`` inside the caller's transaction and publish ``job_queued``.
 
-    Without dependencies it is handed to the tool workers when the transaction
-    commits. With them it waits until they are all done — or fails at once if
-    one already ended otherwise.
+    Without dependencies it is ready at once: held in the database until
+    ``jobs.dispatch`` hands it to the tool workers, which it is asked to do when
+    the transaction commits. With them it waits until they are all done — or
+    fails at once if one already ended otherwise.
     """
     ready = not depends_on
     job = Job.objects.create(
         status=S.QUEUED,
-        enqueued_at=timezone.now() if ready else None,
+        ready_at=timezone.now() if ready else None,
         dependency_ids=sorted(depends_on),
         **fields,
     )
     job_publish(job, E.QUEUED)
     if ready:
-        job_id, timeout_s = job.id, job.timeout_s
-        transaction.on_commit(lambda: rq_enqueue_or_leave(job_id, timeout_s))
+        transaction.on_commit(dispatch.jobs_dispatch_after_commit)
         return job
     link = Job.depends_on.through
     link.objects.bulk_create([link(from_job_id=job.id, to_job_id=dep) for dep in depends_on])
     # Before reading their states: on PostgreSQL this waits for a dependency that is
     # ending right now, whose end then finds this job among its dependents.
     Job.objects.filter(id__in=depends_on).update(has_dependents=True)
-    job_enqueue_if_ready(job_id=job.id)
+    job_release_if_ready(job_id=job.id)
     job.refresh_from_db()
     return job
 
@@ -168,9 +167,10 @@ def job_start(*, job_id: str, worker_name: str = "", timeout_s: float | None = N
 def job_return_unstarted(*, job_id: str) -> Job:
     """A started job whose tool never ran (its horse failed before it): queued again.
 
-    Its ``enqueued_at`` is cleared, so the sweep hands it to RQ at its next pass.
+    Its ``enqueued_at`` is cleared: it is held again and gives its slot back, to
+    be handed over by the dispatch after this commits (or the sweep's).
     """
-    return _transition(
+    job = _transition(
         job_id,
         sources=[S.RUNNING],
         target=S.QUEUED,
@@ -181,6 +181,8 @@ def job_return_unstarted(*, job_id: str) -> Job:
         worker_name="",
         enqueued_at=None,
     )
+    transaction.on_commit(dispatch.jobs_dispatch_after_commit)
+    return job
 
 
 def job_progress(*, job_id: str, fraction: float | None, message: str = "") -> Job:
@@ -263,7 +265,7 @@ def job_request_cancel(*, job_id: str) -> str:
                 job_cancel(job_id=job_id, message="Cancelled before it started.")
             except JobTransitionError:
                 continue  # it started (or ended) meanwhile: look again
-            _rq_forget(job_id)
+            dispatch.rq_forget(job_id)
             return str(S.CANCELLED)
         Job.objects.filter(id=job_id, status=S.RUNNING, cancel_requested_at__isnull=True).update(
             cancel_requested_at=timezone.now()
@@ -273,67 +275,10 @@ def job_request_cancel(*, job_id: str) -> str:
         return "cancelling" if status == S.RUNNING else str(status)
 
 
-def job_enqueue(*, job_id: str, timeout_s: float) -> bool:
-    """Hand a queued job to the tool workers once (on commit); False if already handed over."""
-    handed = Job.objects.filter(id=job_id, status=S.QUEUED, enqueued_at__isnull=True).update(
-        enqueued_at=timezone.now()
-    )
-    if handed != 1:
-        return False
-    transaction.on_commit(lambda: rq_enqueue_or_leave(job_id, timeout_s))
-    return True
-
-
-def rq_enqueue_or_leave(job_id: str, timeout_s: float) -> None:
-    """Enqueue after the commit; with Redis away the job stays ``queued`` in the database.
-
-    Its ``enqueued_at`` is cleared again (it was not handed over), so the sweep's
-    ``waiting_jobs_release`` hands it to RQ at its first pass once Redis answers:
-    accepting a job never depends on Redis being up.
-    """
-    try:
-        rq_enqueue(job_id, timeout_s)
-    except RedisError as exc:
-        log.warning("job %s kept queued: RQ unreachable (%r); the sweep hands it over", job_id, exc)
-        job_handover_lost(job_id=job_id)
-
-
-def job_handover_lost(*, job_id: str) -> None:
-    """A queued job RQ never got (or lost before a worker started it): not handed over.
-
-    ``waiting_jobs_release`` enqueues it again at the sweep's next pass.
-    """
-    Job.objects.filter(id=job_id, status=S.QUEUED).update(enqueued_at=None)
-
-
-def rq_enqueue(job_id: str, timeout_s: float) -> None:
-    # "auto": enqueue now. Callers already run this after their transaction commits.
-    queue = django_rq.get_queue("tools", connection=redis_connection(), commit_mode="auto")
-    # RQ's own timeout is only the last resort, after the runner's deadline and grace.
-    hard_timeout = int(timeout_s + 2 * settings.AGENTSITE_JOB_STOP_GRACE_S + 60)
-    queue.enqueue(
-        "jobs.runner.run_job",
-        job_id,
-        job_id=job_id,
-        job_timeout=hard_timeout,
-        result_ttl=300,
-        failure_ttl=24 * 3600,
-        meta={"timeout_s": timeout_s},  # the worker starts the job without reading it back
-    )
-
-
-def _rq_forget(job_id: str) -> None:
-    try:
-        django_rq.get_queue("tools", connection=redis_connection()).remove(job_id)
-        RqJob.fetch(job_id, connection=redis_connection()).cancel()
-    except Exception:
-        log.debug("RQ job %s not removed", job_id, exc_info=True)
-
-
 def dependents_release(*, job_id: str, status: str) -> None:
     """After ``job_id`` ended ``status``: fail its dependents, or start the ready ones."""
     waiting = Job.objects.filter(
-        depends_on__id=job_id, status=S.QUEUED, enqueued_at__isnull=True
+        depends_on__id=job_id, status=S.QUEUED, ready_at__isnull=True
     ).values_list("id", flat=True)
     for dependent in waiting:
         if status != S.DONE:
@@ -346,16 +291,17 @@ def dependents_release(*, job_id: str, status: str) -> None:
             except JobTransitionError:
                 pass
         else:
-            job_enqueue_if_ready(job_id=dependent)
+            job_release_if_ready(job_id=dependent)
 
 
-def job_enqueue_if_ready(*, job_id: str) -> str:
-    """Enqueue a queued job whose dependencies are all done; fail it if one did not succeed.
+def job_release_if_ready(*, job_id: str) -> str:
+    """Make a waiting job whose dependencies are all done ready; fail it if one did not succeed.
 
-    Returns ``"enqueued"``, ``"waiting"``, ``"failed"`` or ``"ignored"``.
+    A ready job is held for ``jobs.dispatch``, asked to hand it over on commit.
+    Returns ``"released"``, ``"waiting"``, ``"failed"`` or ``"ignored"``.
     """
     with transaction.atomic():
-        job = Job.objects.filter(id=job_id, status=S.QUEUED, enqueued_at__isnull=True).first()
+        job = Job.objects.filter(id=job_id, status=S.QUEUED, ready_at__isnull=True).first()
         if job is None:
             return "ignored"
         deps = list(job.depends_on.values_list("id", "status"))
@@ -373,7 +319,13 @@ def job_enqueue_if_ready(*, job_id: str) -> str:
             return "failed"
         if any(st != S.DONE for _, st in deps):
             return "waiting"
-        return "enqueued" if job_enqueue(job_id=job_id, timeout_s=job.timeout_s) else "ignored"
+        released = Job.objects.filter(id=job_id, status=S.QUEUED, ready_at__isnull=True).update(
+            ready_at=timezone.now()
+        )
+        if released != 1:
+            return "ignored"
+        transaction.on_commit(dispatch.jobs_dispatch_after_commit)
+        return "released"
 
 
 # --- publishing --------------------------------------------------------------------

@@ -68,7 +68,11 @@ class Job(models.Model):
     cancel_requested_at = models.DateTimeField(null=True, blank=True, editable=False)
     heartbeat_at = models.DateTimeField(null=True, blank=True, editable=False)
     worker_name = models.CharField(max_length=200, blank=True, editable=False)
-    # Set once, when the job is handed to RQ; a job waiting on dependencies has none.
+    # When nothing was left to wait for (at once, or when the last dependency was
+    # done): from then on the job is held for a free slot (jobs.dispatch).
+    ready_at = models.DateTimeField(null=True, blank=True, editable=False)
+    # When jobs.dispatch handed the job to RQ (it takes a slot until it ends);
+    # cleared if RQ lost it before a worker started it, which holds it again.
     enqueued_at = models.DateTimeField(null=True, blank=True, editable=False)
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True, editable=False)
@@ -92,6 +96,20 @@ class Job(models.Model):
             # /metrics adds the jobs finished since its last scrape (agentsite.metrics);
             # retention finds the oldest finished jobs (jobs.retention).
             models.Index(fields=["finished_at"], name="job_finished_at_idx"),
+            # jobs.dispatch: the held jobs, oldest first.
+            models.Index(
+                fields=["ready_at", "id"],
+                condition=models.Q(
+                    status="queued", enqueued_at__isnull=True, ready_at__isnull=False
+                ),
+                name="job_held_idx",
+            ),
+            # jobs.dispatch: the jobs that hold a slot, counted per owner.
+            models.Index(
+                fields=["owner"],
+                condition=models.Q(status__in=["queued", "running"], enqueued_at__isnull=False),
+                name="job_in_flight_idx",
+            ),
             # An owner's live jobs, counted against the live-jobs quota (agentsite.quotas).
             models.Index(
                 fields=["owner"],

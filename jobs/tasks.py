@@ -18,7 +18,7 @@ from django.utils import timezone
 from rq.job import Job as RqJob
 
 from agentsite.core.periodic import PeriodicTask
-from jobs import lifecycle, retention, services, webhooks
+from jobs import dispatch, lifecycle, retention, services, webhooks
 from jobs.handoff import connections_detach_inherited
 from jobs.heartbeat import stop_horse
 from jobs.lifecycle import JobTransitionError
@@ -28,7 +28,7 @@ from jobs.models import Job
 log = logging.getLogger(__name__)
 
 # A queued job RQ has not heard of this long after it was handed over is re-enqueued
-# (Redis lost it). Only the moment between a commit and its enqueue is raced.
+# (Redis lost it), keeping its slot. Only the moment between a commit and its enqueue is raced.
 REQUEUE_AFTER_S = 5
 
 
@@ -92,10 +92,10 @@ def overdue_jobs_stop() -> int:
 
 def waiting_jobs_release() -> int:
     """Queued jobs whose dependencies ended while nobody released them (a crash in between)."""
-    waiting = Job.objects.filter(status=Job.Status.QUEUED, enqueued_at__isnull=True).values_list(
+    waiting = Job.objects.filter(status=Job.Status.QUEUED, ready_at__isnull=True).values_list(
         "id", flat=True
     )[:200]
-    return sum(lifecycle.job_enqueue_if_ready(job_id=j) in {"enqueued", "failed"} for j in waiting)
+    return sum(lifecycle.job_release_if_ready(job_id=j) in {"released", "failed"} for j in waiting)
 
 
 def lost_enqueues_repeat() -> int:
@@ -105,13 +105,13 @@ def lost_enqueues_repeat() -> int:
     count = 0
     for job_id, timeout_s in candidates.values_list("id", "timeout_s")[:100]:
         if not RqJob.exists(job_id, connection=redis_connection()):
-            lifecycle.rq_enqueue(job_id, timeout_s)
+            dispatch.rq_enqueue(job_id, timeout_s)
             count += 1
     return count
 
 
 def jobs_sweep() -> dict[str, int]:
-    """One pass over live jobs, webhook retries and expired idempotency keys."""
+    """One pass over live jobs, webhook retries, expired idempotency keys and held jobs."""
     return {
         "lost": lost_jobs_fail(),
         "overdue": overdue_jobs_stop(),
@@ -119,6 +119,8 @@ def jobs_sweep() -> dict[str, int]:
         "requeued": lost_enqueues_repeat(),
         "webhook_retries": webhooks.webhook_retries_due(),
         "keys_expired": services.idempotency_keys_expire(),
+        # Last: the passes above may have freed slots or held jobs again.
+        "dispatched": dispatch.jobs_dispatch(),
     }
 
 

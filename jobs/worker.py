@@ -30,7 +30,7 @@ from rq.worker import BaseWorker
 
 from agentsite.core import telemetry
 from agentsite.core.database import through_database_outage
-from jobs import handoff, lifecycle
+from jobs import dispatch, handoff
 
 log = logging.getLogger(__name__)
 
@@ -182,7 +182,7 @@ class JobWorker(RidesOutRedis, Worker):
         except REDIS_DOWN:
             if job.func_name == RUN_JOB and len(job.args) == 1:
                 through_database_outage(
-                    lambda: lifecycle.job_handover_lost(job_id=str(job.args[0])),
+                    lambda: dispatch.job_handover_lost(job_id=str(job.args[0])),
                     what=f"job {job.id}",
                 )
             raise

@@ -54,7 +54,7 @@ def test_a_dependency_knows_it_has_dependents(user: Any) -> None:
     rows = {j.id: j for j in Job.objects.all()}
     assert rows[first.id].has_dependents and not rows[second.id].has_dependents
     assert rows[second.id].dependency_ids == [first.id]
-    assert rows[second.id].enqueued_at is None and rows[first.id].enqueued_at is not None
+    assert rows[second.id].ready_at is None and rows[first.id].ready_at is not None
 
 
 class RolledBack(Exception):

@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
+from django.utils import timezone
 
 BEFORE = [("jobs", "0002_job_events_webhooks")]
 
@@ -46,3 +47,25 @@ def test_counts_dependencies_and_dependents_are_copied_for_existing_jobs(user: A
     assert rows[first.id]["has_dependents"] and rows[second.id]["has_dependents"]
     assert not rows[waiting.id]["has_dependents"]
     assert rows[first.id]["dependency_ids"] == []
+
+
+@pytest.mark.django_db(transaction=True)
+def test_jobs_handed_to_rq_before_ready_at_existed_count_as_ready_since_then(user: Any) -> None:
+    latest = MigrationExecutor(connection).loader.graph.leaf_nodes("jobs")
+    old = migrate([("jobs", "0005_job_created_index")])
+    try:
+        Job = old.get_model("jobs", "Job")
+        # Ended, so that no sweep of a scheduler still running from another test moves them.
+        handed = Job.objects.create(
+            owner_id=user.pk, tool="noop", timeout_s=5, status="done", enqueued_at=timezone.now()
+        )
+        never = Job.objects.create(owner_id=user.pk, tool="noop", timeout_s=5, status="cancelled")
+    finally:
+        new = migrate(latest)
+
+    rows = {
+        row["id"]: row
+        for row in new.get_model("jobs", "Job").objects.values("id", "ready_at", "enqueued_at")
+    }
+    assert rows[handed.id]["ready_at"] == rows[handed.id]["enqueued_at"] is not None
+    assert rows[never.id]["ready_at"] is None

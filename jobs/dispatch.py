@@ -1,0 +1,203 @@
+"""Which queued jobs are handed to RQ, and when: the tool workers shared fairly among owners.
+
+A ready job (no dependency left to wait for: ``ready_at`` set) is *held* in the
+database until a slot is free, then *handed over* (``enqueued_at`` set, enqueued
+on ``tools`` once that commits). There are as many slots as tool workers
+(``AGENTSITE_JOB_SLOTS``, or the workers Redis lists on ``tools``), and a slot
+is taken by every handed-over job until it ends. So the RQ queue holds about
+as many jobs as there are workers to take them, and a free slot goes to the
+owner with the fewest jobs in flight, then to the oldest ready job: a user's
+first job waits for one of the running jobs to end, however many jobs other
+users have queued.
+
+``jobs_dispatch`` fills the free slots. It runs after every commit that may free
+one or hold a job (``jobs.lifecycle`` calls it on commit) and at every sweep
+(``jobs.tasks``), which also finds what a crash or Redis lost. Dispatches are
+serialized (an advisory lock on PostgreSQL; on SQLite every transaction is
+``BEGIN IMMEDIATE``), so two workers finishing at once never count the same
+free slot; the hand-over itself is a compare-and-set on ``enqueued_at``, so a
+job cancelled meanwhile is never handed over. Nothing here changes
+``Job.status``.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+
+import django_rq
+from django.conf import settings
+from django.db import DatabaseError, connections, transaction
+from django.db.models import Count, QuerySet
+from django.utils import timezone
+from redis.exceptions import RedisError
+from rq import worker_registration
+from rq.job import Job as RqJob
+
+from jobs.live import redis_connection
+from jobs.models import Job
+
+log = logging.getLogger(__name__)
+
+S = Job.Status
+# The dispatch's advisory lock on PostgreSQL, named as agentsite.quotas names its own.
+LOCK_NAME = "jobs:dispatch"
+
+
+def in_flight() -> QuerySet[Job]:
+    """Jobs that hold a slot: handed to RQ and not ended (waiting in RQ, or running)."""
+    return Job.objects.filter(status__in=[S.QUEUED, S.RUNNING], enqueued_at__isnull=False)
+
+
+def held() -> QuerySet[Job]:
+    """Ready jobs waiting in the database for a slot, oldest first."""
+    return Job.objects.filter(
+        status=S.QUEUED, enqueued_at__isnull=True, ready_at__isnull=False
+    ).order_by("ready_at", "id")
+
+
+def slots_total() -> int:
+    """How many jobs may be in flight at once: one per tool worker."""
+    if settings.AGENTSITE_JOB_SLOTS > 0:
+        return int(settings.AGENTSITE_JOB_SLOTS)
+    # At least one, so a job handed over before any worker registered starts with the first.
+    return max(1, tool_workers_alive())
+
+
+def tool_workers_alive() -> int:
+    """The workers Redis lists on ``tools`` whose own key is still there.
+
+    A worker killed without a word stays in RQ's list until some worker cleans it;
+    its key expires with its heartbeat, as ``Worker.all`` sees it.
+    """
+    connection = redis_connection()
+    queue = django_rq.get_queue("tools", connection=connection)
+    keys = worker_registration.get_keys(queue=queue)
+    if not keys:
+        return 0
+    with connection.pipeline(transaction=False) as pipe:
+        for key in keys:
+            pipe.exists(key)
+        return sum(int(n) for n in pipe.execute())
+
+
+def jobs_dispatch() -> int:
+    """Hand held jobs to RQ while slots are free, fairly among owners; how many were handed.
+
+    Call it outside any transaction (after a commit): the RQ enqueues follow its own.
+    """
+    slots = slots_total()
+    if not held().exists() or in_flight().count() >= slots:
+        # Nothing to hand over, or no slot free: no lock to take. A job held, or a
+        # slot freed, after this look asks for a dispatch of its own when it commits.
+        return 0
+    with transaction.atomic():
+        _dispatch_lock()
+        load = Counter(dict(in_flight().values_list("owner_id").annotate(n=Count("id")).order_by()))
+        free = slots - sum(load.values())
+        handed: list[tuple[str, float]] = []
+        while free > 0:
+            pick = _next_held(load)
+            if pick is None:
+                break
+            job_id, owner_id, timeout_s = pick
+            if job_hand_over(job_id=job_id, timeout_s=timeout_s):
+                handed.append((job_id, timeout_s))
+                load[owner_id] += 1
+                free -= 1
+    return len(handed)
+
+
+def jobs_dispatch_after_commit() -> None:
+    """``jobs_dispatch`` as an on-commit step: a failure leaves the jobs held for the sweep.
+
+    The commit it follows (a job accepted, a job ended) has happened; neither Redis
+    nor the database being away just then may undo it or fail the caller.
+    """
+    try:
+        jobs_dispatch()
+    except (RedisError, DatabaseError) as exc:
+        log.warning("dispatch left to the sweep: %r", exc)
+
+
+def _dispatch_lock() -> None:
+    connection = connections[Job.objects.db]
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", [LOCK_NAME])
+
+
+HeldJob = tuple[str, int, float]  # id, owner_id, timeout_s
+
+
+def _next_held(load: Counter[int]) -> HeldJob | None:
+    """The oldest held job of the owners with the fewest jobs in flight."""
+    idle = _oldest(held().exclude(owner_id__in=list(load)))
+    if idle is not None:
+        return idle
+    for level in sorted(set(load.values())):
+        owners = [owner for owner, n in load.items() if n == level]
+        busy = _oldest(held().filter(owner_id__in=owners))
+        if busy is not None:
+            return busy
+    return None
+
+
+def _oldest(jobs: QuerySet[Job]) -> HeldJob | None:
+    return jobs.values_list("id", "owner_id", "timeout_s").first()
+
+
+def job_hand_over(*, job_id: str, timeout_s: float) -> bool:
+    """Mark a held job handed over and enqueue it once this commits; False if it is not held."""
+    handed = held().order_by().filter(id=job_id).update(enqueued_at=timezone.now())
+    if handed != 1:
+        return False
+    transaction.on_commit(lambda: rq_enqueue_or_leave(job_id, timeout_s))
+    return True
+
+
+def rq_enqueue_or_leave(job_id: str, timeout_s: float) -> None:
+    """Enqueue after the commit; with Redis away the job is held again in the database.
+
+    Its ``enqueued_at`` is cleared (it was not handed over), so the sweep hands it
+    to RQ at its first pass once Redis answers: accepting a job never depends on
+    Redis being up.
+    """
+    try:
+        rq_enqueue(job_id, timeout_s)
+    except RedisError as exc:
+        log.warning("job %s kept queued: RQ unreachable (%r); the sweep hands it over", job_id, exc)
+        job_handover_lost(job_id=job_id)
+
+
+def job_handover_lost(*, job_id: str) -> None:
+    """A queued job RQ never got (or lost before a worker started it): held again.
+
+    It gives its slot back; the next dispatch (the sweep's, at the latest) hands it over.
+    """
+    Job.objects.filter(id=job_id, status=S.QUEUED).update(enqueued_at=None)
+
+
+def rq_enqueue(job_id: str, timeout_s: float) -> None:
+    # "auto": enqueue now. Callers already run this after their transaction commits.
+    queue = django_rq.get_queue("tools", connection=redis_connection(), commit_mode="auto")
+    # RQ's own timeout is only the last resort, after the runner's deadline and grace.
+    hard_timeout = int(timeout_s + 2 * settings.AGENTSITE_JOB_STOP_GRACE_S + 60)
+    queue.enqueue(
+        "jobs.runner.run_job",
+        job_id,
+        job_id=job_id,
+        job_timeout=hard_timeout,
+        result_ttl=300,
+        failure_ttl=24 * 3600,
+        meta={"timeout_s": timeout_s},  # the worker starts the job without reading it back
+    )
+
+
+def rq_forget(job_id: str) -> None:
+    """Take a job that will never run out of RQ (best effort: a worker refuses it anyway)."""
+    try:
+        django_rq.get_queue("tools", connection=redis_connection()).remove(job_id)
+        RqJob.fetch(job_id, connection=redis_connection()).cancel()
+    except Exception:
+        log.debug("RQ job %s not removed", job_id, exc_info=True)
