@@ -5,7 +5,9 @@ work happens in many others (tool workers and their work horses, turn
 workers, other web processes, on other hosts). So every figure about that work
 is read at scrape time from a source all of them share:
 
-- **queues** (depth, age of the oldest queued job, per RQ queue): Redis;
+- **queues** (depth, age of the oldest queued job, per RQ queue): Redis; the
+  tool jobs held back from RQ until a worker slot frees (``jobs.dispatch``)
+  and the age of the oldest: the database;
 - **jobs and runs by status**: one ``GROUP BY`` each in the database;
 - **job durations, turn durations, time to first token**: histograms of the
   rows' own timestamps (``started_at``, ``first_token_at``, ``finished_at``),
@@ -54,6 +56,7 @@ from rq import Queue
 from rq.job import Job as RqJob
 
 from agentsite.core.telemetry import OPEN_STREAMS, STORES, _key, metrics_redis
+from jobs.dispatch import held
 from jobs.models import Job
 from sessions.models import Run
 
@@ -233,6 +236,22 @@ def _by_status(name: str, what: str, model: type[Model], statuses: list[str]) ->
     return family
 
 
+def _held_families(now: datetime) -> list[Metric]:
+    """The tool jobs waiting in the database for a worker slot (``jobs.dispatch``)."""
+    count = GaugeMetricFamily(
+        "agentsite_jobs_held",
+        "Tool jobs ready to run and waiting in the database for a tool worker's slot.",
+    )
+    count.add_metric([], held().count())
+    oldest = held().values_list("ready_at", flat=True).first()
+    age = GaugeMetricFamily(
+        "agentsite_jobs_held_oldest_age_seconds",
+        "How long the oldest held tool job has waited for a slot (0 when none).",
+    )
+    age.add_metric([], max(0.0, (now - oldest).total_seconds()) if oldest else 0.0)
+    return [count, age]
+
+
 def _oldest_age_s(queue: Queue, now: datetime) -> float:
     ids = queue.get_job_ids(0, QUEUE_PEEK)
     jobs = RqJob.fetch_many(ids, connection=queue.connection) if ids else []
@@ -300,6 +319,7 @@ class DeploymentCollector(Collector):
                 _by_status("agentsite_runs", "Model turns (runs)", Run, list(Run.Status.values)),
             ]
             now = timezone.now()
+            families += _held_families(now)
             families += [h.series.family(h.tally(now)) for h in self.histograms]
         except DatabaseError as exc:
             log.warning("metrics: database unreachable (%r)", exc)
