@@ -268,11 +268,25 @@ def rq_workers(processes: Processes) -> Processes:
     return processes
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture
 def rq_scheduler(processes: Processes) -> Processes:
-    """RQ's cron scheduler running agentsite's periodic tasks."""
-    processes.start("scheduler", "scheduler")
+    """RQ's cron scheduler running agentsite's periodic tasks: started by the first test
+    that asks for it (or the first after one that stopped it), then left running."""
+    running = processes.names.get("scheduler")
+    if running is None or running.poll() is not None:
+        processes.start("scheduler", "scheduler")
     return processes
+
+
+@pytest.fixture
+def no_scheduler(processes: Processes) -> None:
+    """No scheduler during this test: its sweep would hand the test's held jobs to RQ.
+
+    The next test that asks for ``rq_scheduler`` starts it again.
+    """
+    running = processes.names.get("scheduler")
+    if running is not None:
+        processes.stop(running)
 
 
 def wait_until(predicate: Callable[[], Any], timeout: float = 20, interval: float = 0.05) -> Any:

@@ -12,7 +12,8 @@ from django.utils import timezone
 from jobs import dispatch, lifecycle, services
 from jobs.models import Job
 
-pytestmark = pytest.mark.django_db
+# Alone with its held jobs: no scheduler's sweep may hand them over meanwhile.
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("no_scheduler")]
 
 
 @pytest.fixture
