@@ -76,8 +76,15 @@ async def blocking_tool_run(tool: Tool, call: Callable[[], T]) -> T:
     still waiting for one then never starts.
     """
     loop = asyncio.get_running_loop()
+    timeout_s = tool.default_timeout_s or None
+    deadline = None if timeout_s is None else loop.time() + timeout_s
     future = loop.run_in_executor(blocking_tool_pool(), functools.partial(_in_pool_thread, call))
     try:
-        return await asyncio.wait_for(future, tool.default_timeout_s or None)
+        result = await asyncio.wait_for(future, timeout_s)
     except TimeoutError:
         raise BlockingToolTimedOut(tool.name, tool.default_timeout_s or 0.0) from None
+    if deadline is not None and loop.time() >= deadline:
+        # The tool's own deadline starts when it starts, never before this one: a result
+        # that comes now is what it returned on seeing ``cancelled``, not a finished call.
+        raise BlockingToolTimedOut(tool.name, tool.default_timeout_s or 0.0)
+    return result
