@@ -17,7 +17,7 @@ from django.conf import settings
 from django.db.models import Exists, OuterRef, QuerySet
 from django.utils import timezone
 
-from agentsite.core.batches import Budget, retention_budget, rows_delete
+from agentsite.core.batches import Budget, parents_purge, retention_budget, rows_delete
 from jobs.models import Job, JobChunk, JobEvent, WebhookAttempt, WebhookDelivery
 
 DAY_MS = 24 * 3600 * 1000
@@ -69,17 +69,9 @@ def jobs_purge(*, budget: Budget | None = None, now: datetime | None = None) -> 
     """Delete finished jobs past retention, a batch at a time; returns how many jobs went."""
     if not job_retention_days():
         return 0
-    budget = budget or retention_budget()
-    deleted = 0
-    while budget.left > 0:
-        ids = list(jobs_expired(now=now).values_list("id", flat=True)[: budget.size])
-        if not ids or not job_children_delete(ids, budget):
-            return deleted
-        gone, complete = rows_delete(Job.objects.filter(id__in=ids), budget)
-        deleted += gone
-        if not complete or len(ids) < budget.size:
-            return deleted
-    return deleted
+    return parents_purge(
+        lambda: jobs_expired(now=now), job_children_delete, budget or retention_budget()
+    )
 
 
 def job_children_delete(ids: list[str], budget: Budget) -> bool:

@@ -17,7 +17,7 @@ from django.conf import settings
 from django.db.models import Exists, OuterRef, QuerySet
 from django.utils import timezone
 
-from agentsite.core.batches import Budget, retention_budget, rows_delete, rows_update
+from agentsite.core.batches import Budget, parents_purge, retention_budget, rows_delete, rows_update
 from jobs.models import Job
 from sessions.models import AgentSession, Event, Run
 
@@ -42,17 +42,9 @@ def sessions_purge(*, budget: Budget | None = None, now: datetime | None = None)
     """Delete deleted sessions past retention, a batch at a time; returns how many went."""
     if not settings.AGENTSITE_SESSION_RETENTION_DAYS:
         return 0
-    budget = budget or retention_budget()
-    deleted = 0
-    while budget.left > 0:
-        ids = list(sessions_expired(now=now).values_list("id", flat=True)[: budget.size])
-        if not ids or not session_children_delete(ids, budget):
-            return deleted
-        gone, complete = rows_delete(AgentSession.objects.filter(id__in=ids), budget)
-        deleted += gone
-        if not complete or len(ids) < budget.size:
-            return deleted
-    return deleted
+    return parents_purge(
+        lambda: sessions_expired(now=now), session_children_delete, budget or retention_budget()
+    )
 
 
 def session_children_delete(ids: list[str], budget: Budget) -> bool:

@@ -8,6 +8,7 @@ at most ``Budget.batches`` of them. What is left waits for the next pass.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from django.conf import settings
@@ -63,3 +64,27 @@ def rows_update(rows: QuerySet[Any], budget: Budget, **values: Any) -> tuple[int
         updated += rows.filter(pk__in=pks).update(**values)
         if len(pks) < budget.size:
             return updated, True
+
+
+def parents_purge(
+    expired: Callable[[], QuerySet[Any]],
+    children_delete: Callable[[list[Any], Budget], bool],
+    budget: Budget,
+) -> int:
+    """Delete the rows ``expired()`` finds, a batch at a time, each batch's children first.
+
+    ``children_delete(ids, budget)`` removes what hangs off those rows and says
+    whether it finished within the budget; a pass cut short leaves whole parents.
+    Returns how many parent rows went.
+    """
+    deleted = 0
+    while budget.left > 0:
+        parents = expired()
+        ids = list(parents.values_list("pk", flat=True)[: budget.size])
+        if not ids or not children_delete(ids, budget):
+            return deleted
+        gone, complete = rows_delete(parents.model._base_manager.filter(pk__in=ids), budget)
+        deleted += gone
+        if not complete or len(ids) < budget.size:
+            return deleted
+    return deleted
