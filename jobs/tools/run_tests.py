@@ -253,7 +253,8 @@ def output_tail(path: Path, limit: int = 3000) -> str:
 
 def interpreter_home() -> Path:
     """The virtualenv or installation pytest's interpreter lives in, which the sandbox
-    mounts back should it lie in a covered directory (a virtualenv under /tmp)."""
+    mounts back should it lie in a covered directory (a virtualenv under /tmp); so is
+    ``PLUGIN_DIR``, for an agentsite installed there."""
     return Path(workspace_python()).parent.parent
 
 
@@ -267,7 +268,9 @@ def run_tests(args: Any, ctx: ToolContext) -> dict[str, Any]:
         report_path, log_path = scratch / "report.jsonl", scratch / "output.txt"
         report_path.touch()
         argv, isolation = sandboxed(
-            pytest_argv(params, root, scratch), cwd=root, keep=[root, scratch, interpreter_home()]
+            pytest_argv(params, root, scratch),
+            cwd=root,
+            keep=[root, scratch, interpreter_home(), PLUGIN_DIR],
         )
         with open(log_path, "wb") as log:
             proc = subprocess.Popen(
