@@ -147,7 +147,11 @@ def client_venv(name: str, *requirements: str) -> Path:
         timeout=600,
     )
     (building / ".complete").touch()
-    shutil.rmtree(venv, ignore_errors=True)
+    if (venv / ".complete").exists():
+        # Another test process finished first and may be running from it: never remove it.
+        shutil.rmtree(building, ignore_errors=True)
+        return python
+    shutil.rmtree(venv, ignore_errors=True)  # an interrupted build's leftover
     try:
         building.rename(venv)
     except OSError:
