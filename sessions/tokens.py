@@ -4,6 +4,11 @@ A session token names a position in a session's log; a run token names a
 position in one run's stream. Neither grants access by itself: the caller must
 still be the owner, and a token minted for another session or user is treated
 as not found.
+
+A position has one token: tokens are signed without a timestamp, so reading
+the same position twice (a poll that finds nothing new, a replay) gives the
+client back the very token it holds. Tokens issued with a timestamp (the
+`signing.dumps` form: payload, time, signature) are still read.
 """
 
 from __future__ import annotations
@@ -30,16 +35,19 @@ class ForeignToken(NotFound):
 
 
 def session_token(*, session_id: str, owner_id: int, seq: int) -> str:
-    return signing.dumps(["s", session_id, owner_id, seq], salt=_SALT, compress=True)
+    return signing.Signer(salt=_SALT).sign_object(["s", session_id, owner_id, seq], compress=True)
 
 
 def run_token(*, run_id: str, owner_id: int, seq: int) -> str:
-    return signing.dumps(["r", run_id, owner_id, seq], salt=_SALT, compress=True)
+    return signing.Signer(salt=_SALT).sign_object(["r", run_id, owner_id, seq], compress=True)
 
 
 def _load(token: str) -> list[object]:
     try:
-        data = signing.loads(token, salt=_SALT)
+        if token.count(":") == 2:
+            data = signing.loads(token, salt=_SALT)  # issued with a timestamp
+        else:
+            data = signing.Signer(salt=_SALT).unsign_object(token)
     except (signing.BadSignature, ValueError, TypeError) as exc:
         raise BadToken("continuation token is malformed or was tampered with") from exc
     if not isinstance(data, list) or len(data) != 4 or not isinstance(data[3], int):
