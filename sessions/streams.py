@@ -309,8 +309,13 @@ async def follow(
 
 async def live_next(live: asyncio.Queue[LiveMessage], idle_s: float) -> LiveMessage | None:
     """The next live message, or None after ``idle_s`` without one."""
+    if not live.empty():
+        return live.get_nowait()
+    # A timeout scope, not wait_for: wait_for wraps the get in a task of its own, one
+    # per message and follower, which a fan-out to thousands of followers pays for.
     try:
-        return await asyncio.wait_for(live.get(), idle_s)
+        async with asyncio.timeout(idle_s):
+            return await live.get()
     except TimeoutError:
         return None
 

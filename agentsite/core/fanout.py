@@ -13,6 +13,12 @@ first marker, sent through the group, has come back, which proves the Redis
 subscription live; everything published after it reaches the follower.
 Followers that join while the marker is on its way wait for that one, so
 1,000 followers connecting at once cost one marker.
+
+The first feed of an event loop also subscribes a channel that is never
+released (``_keep_listening``): channels_redis's pub/sub receiver sleeps 100 ms
+between looks while its connection holds no subscription, so without it the
+first marker of an otherwise idle process (a new stream on a quiet server)
+came back after up to 100 ms instead of one Redis round trip.
 """
 
 from __future__ import annotations
@@ -53,6 +59,7 @@ class Feed:
         layer = get_channel_layer()
         assert layer is not None, "CHANNEL_LAYERS is not configured"
         self.layer = layer
+        await _keep_listening(layer)
         self.channel = await layer.new_channel()
         await layer.group_add(self.group, self.channel)
         self.reader = asyncio.create_task(self.read())
@@ -117,6 +124,38 @@ class Subscription:
 _feeds: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, Feed]] = (
     weakref.WeakKeyDictionary()
 )
+# The channel each event loop keeps subscribed, so that its receiver never idles.
+_listening: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Future[str]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+async def _keep_listening(layer: Any) -> None:
+    """Subscribe, once per event loop, a channel nobody sends to and nobody releases.
+
+    channels_redis's pub/sub layer reads its connection only while it holds a
+    subscription and otherwise polls every 100 ms; one standing subscription keeps
+    it reading, so a new group's first message arrives in a round trip. (One
+    channel covers one Redis host, the only layout agentsite configures.)
+    """
+    loop = asyncio.get_running_loop()
+    standing = _listening.get(loop)
+    if standing is None:
+        standing = _listening[loop] = loop.create_future()
+        try:
+            standing.set_result(await layer.new_channel("standing."))
+        except BaseException as exc:
+            del _listening[loop]  # the next feed tries again
+            if isinstance(exc, asyncio.CancelledError):
+                standing.cancel()
+            else:
+                standing.set_exception(exc)
+                standing.exception()  # retrieved: the feed that started it raises it
+            raise
+        return
+    await asyncio.shield(standing)
+
+
 _keys = itertools.count()
 
 

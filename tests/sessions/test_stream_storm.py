@@ -72,3 +72,33 @@ async def test_a_follower_after_the_last_one_left_proves_the_group_again(user: A
         frames = await frames_until(comm, 2 + round_)
         await comm.disconnect()
         assert [f["seq"] for f in frames] == [2 + round_]
+
+
+async def test_a_process_keeps_listening_after_its_last_follower_left(user: Any) -> None:
+    # channels_redis's pub/sub receiver sleeps 100 ms between looks while it holds no
+    # subscription: a new stream on a quiet process waited up to that long for its
+    # marker (bench/responses.py: first text 91 ms, of which the wait was most).
+    from django.conf import settings
+    from redis import Redis
+
+    from agentsite.core import fanout
+
+    session = await make_session(user, events=1)
+    cookie = await cookie_for(user)
+    comm = communicator(session.id, headers=[cookie], after=token_at(session, 1))
+    await connect(comm)
+    await append(session_id=session.id, kind="assistant_delta", payload={"text": "x"})
+    assert [f["seq"] for f in await frames_until(comm, 2)] == [2]
+    await comm.disconnect()
+
+    standing = fanout._listening[asyncio.get_running_loop()].result()
+    redis = Redis.from_url(settings.REDIS_URL)
+    try:
+        assert dict(await asyncio.to_thread(redis.pubsub_numsub, standing)) == {
+            standing.encode(): 1
+        }
+        group = f"{settings.CHANNEL_LAYERS['default']['CONFIG']['prefix']}__group__"
+        left = await asyncio.to_thread(redis.pubsub_numsub, f"{group}{session.group_name}")
+        assert dict(left) == {f"{group}{session.group_name}".encode(): 0}
+    finally:
+        redis.close()
