@@ -216,6 +216,11 @@ async def client_frame_act(
 
 
 class SessionConsumer(AsyncWebsocketConsumer):
+    # Live messages come from the process's shared feed (agentsite.core.fanout), never
+    # through a channel of the consumer's own. Naming no configured layer, Channels
+    # gives it none: no Redis subscription per connection (a reconnect storm's cost)
+    # and no reader task per open socket.
+    channel_layer_alias = "agentsite.shared-feed-only"
     live_queue_max = streams.LIVE_QUEUE_MAX
     # Set once the client is admitted and following; None while refused.
     forwarder: asyncio.Task[None] | None = None

@@ -102,3 +102,29 @@ async def test_a_process_keeps_listening_after_its_last_follower_left(user: Any)
         assert dict(left) == {f"{group}{session.group_name}".encode(): 0}
     finally:
         redis.close()
+
+
+async def test_followers_take_no_channel_layer_subscription_of_their_own(user: Any) -> None:
+    # Each websocket used to get a channel of its own from Channels (a Redis SUBSCRIBE
+    # as it connected, an UNSUBSCRIBE as it left, a reader task while open) that
+    # nothing sent to: live messages reach followers through the shared feed.
+    session = await make_session(user, events=1)
+    cookie = await cookie_for(user)
+    layer = get_channel_layer()
+    warm = communicator(session.id, headers=[cookie], after=token_at(session, 1))
+    await connect(warm)
+    await append(session_id=session.id, kind="assistant_delta", payload={"text": "x"})
+    # Live: the process follows the session (and the user's credentials) by now.
+    assert [f["seq"] for f in await frames_until(warm, 2)] == [2]
+    channels_before = set(layer._get_layer().channels)
+    comms = [
+        communicator(session.id, headers=[cookie], after=token_at(session, 2)) for _ in range(5)
+    ]
+    await asyncio.gather(*(connect(comm) for comm in comms))
+    try:
+        await append(session_id=session.id, kind="assistant_delta", payload={"text": "y"})
+        received = await asyncio.gather(*(frames_until(comm, 3) for comm in [warm, *comms]))
+        assert set(layer._get_layer().channels) == channels_before
+    finally:
+        await asyncio.gather(*(comm.disconnect() for comm in [warm, *comms]))
+    assert [[f["seq"] for f in frames] for frames in received] == [[3]] * 6
