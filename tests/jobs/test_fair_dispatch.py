@@ -49,8 +49,9 @@ def test_a_users_first_job_starts_before_another_users_backlog(
     # B's job took the first free slot: it was handed to RQ before the backlog, but for
     # slots freed while its own acceptance was still uncommitted (a dispatch then cannot
     # see it; on PostgreSQL one runs beside that transaction) ...
-    assert first.enqueued_at is not None
-    handed_ahead = [job for job in backlog if job.enqueued_at < first.enqueued_at]
+    handed_over = first.enqueued_at
+    assert handed_over is not None
+    handed_ahead = [job for job in backlog if job.enqueued_at and job.enqueued_at < handed_over]
     assert len(handed_ahead) < tool_workers()
     # ... and started before it, but for jobs taking workers freed at the same moment.
     order = start_order()

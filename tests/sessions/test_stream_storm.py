@@ -97,7 +97,8 @@ async def test_a_process_keeps_listening_after_its_last_follower_left(user: Any)
         assert dict(await asyncio.to_thread(redis.pubsub_numsub, standing)) == {
             standing.encode(): 1
         }
-        group = f"{settings.CHANNEL_LAYERS['default']['CONFIG']['prefix']}__group__"
+        layers: dict[str, Any] = settings.CHANNEL_LAYERS
+        group = f"{layers['default']['CONFIG']['prefix']}__group__"
         left = await asyncio.to_thread(redis.pubsub_numsub, f"{group}{session.group_name}")
         assert dict(left) == {f"{group}{session.group_name}".encode(): 0}
     finally:
