@@ -34,16 +34,12 @@ class ForeignToken(NotFound):
         super().__init__("No such continuation token for this resource.")
 
 
-def _signer() -> signing.Signer:
-    return signing.Signer(salt=_SALT)  # built per call: it reads SECRET_KEY when made
-
-
 def session_token(*, session_id: str, owner_id: int, seq: int) -> str:
-    return _signer().sign_object(["s", session_id, owner_id, seq], compress=True)
+    return signing.Signer(salt=_SALT).sign_object(["s", session_id, owner_id, seq], compress=True)
 
 
 def run_token(*, run_id: str, owner_id: int, seq: int) -> str:
-    return _signer().sign_object(["r", run_id, owner_id, seq], compress=True)
+    return signing.Signer(salt=_SALT).sign_object(["r", run_id, owner_id, seq], compress=True)
 
 
 def _load(token: str) -> list[object]:
@@ -51,7 +47,7 @@ def _load(token: str) -> list[object]:
         if token.count(":") == 2:
             data = signing.loads(token, salt=_SALT)  # issued with a timestamp
         else:
-            data = _signer().unsign_object(token)
+            data = signing.Signer(salt=_SALT).unsign_object(token)
     except (signing.BadSignature, ValueError, TypeError) as exc:
         raise BadToken("continuation token is malformed or was tampered with") from exc
     if not isinstance(data, list) or len(data) != 4 or not isinstance(data[3], int):

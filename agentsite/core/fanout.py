@@ -124,8 +124,8 @@ class Subscription:
 _feeds: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, Feed]] = (
     weakref.WeakKeyDictionary()
 )
-# The subscription each event loop keeps, so that its receiver never idles.
-_listening: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Task[str]] = (
+# The channel each event loop keeps subscribed, so that its receiver never idles.
+_listening: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Future[str]] = (
     weakref.WeakKeyDictionary()
 )
 
@@ -136,18 +136,24 @@ async def _keep_listening(layer: Any) -> None:
     channels_redis's pub/sub layer reads its connection only while it holds a
     subscription and otherwise polls every 100 ms; one standing subscription keeps
     it reading, so a new group's first message arrives in a round trip. (One
-    channel covers one Redis host, the only layout agentsite configures.) A
-    subscription that failed is tried again by the next feed.
+    channel covers one Redis host, the only layout agentsite configures.)
     """
     loop = asyncio.get_running_loop()
     standing = _listening.get(loop)
-    if standing is None or (standing.done() and not _subscribed(standing)):
-        standing = _listening[loop] = loop.create_task(layer.new_channel("standing."))
+    if standing is None:
+        standing = _listening[loop] = loop.create_future()
+        try:
+            standing.set_result(await layer.new_channel("standing."))
+        except BaseException as exc:
+            del _listening[loop]  # the next feed tries again
+            if isinstance(exc, asyncio.CancelledError):
+                standing.cancel()
+            else:
+                standing.set_exception(exc)
+                standing.exception()  # retrieved: the feed that started it raises it
+            raise
+        return
     await asyncio.shield(standing)
-
-
-def _subscribed(standing: asyncio.Task[str]) -> bool:
-    return not standing.cancelled() and standing.exception() is None
 
 
 _keys = itertools.count()
