@@ -7,18 +7,24 @@ an embedded redis-server started for the run.
 
 Under pytest-xdist (``make test`` runs two workers) each worker is a run of its
 own: RQ's queue names carry no prefix, so each worker gets a Redis database of
-its own. Worker ``gwN`` uses database ``AGENTSITE_TEST_REDIS_DB - N`` of the
-local Redis (15, 14, ...), or database ``D + N`` of an explicit ``REDIS_URL``
-ending in ``/D``, or an embedded Redis of its own. Its test database gets a
+its own. On the local Redis a test process claims the first database from
+``AGENTSITE_TEST_REDIS_DB - N`` (worker ``gwN``) downwards that no other test
+process on this machine holds, by a lock on a file in the temporary directory,
+held until the process ends: two suites run at once (two checkouts, or a
+targeted run beside ``make test``) never take each other's jobs. With an
+explicit ``REDIS_URL`` ending in ``/D`` worker ``gwN`` uses database ``D + N``;
+with an embedded Redis, one of its own. Its test database gets a
 ``_gwN`` suffix from pytest-django, its logs go to ``test-artifacts/<db>/gwN/``.
 """
 
 from __future__ import annotations
 
 import atexit
+import fcntl
 import os
 import tempfile
 from pathlib import Path
+from typing import TextIO
 from urllib.parse import parse_qsl, urlencode, urlparse
 
 from agentsite.core.embedded_redis import redis_answers, start_embedded_redis
@@ -26,6 +32,29 @@ from agentsite.core.embedded_redis import redis_answers, start_embedded_redis
 # "gw0", "gw1", ... in a pytest-xdist worker (set before plugins load); "" otherwise.
 XDIST_WORKER = os.environ.get("PYTEST_XDIST_WORKER", "")
 XDIST_INDEX = int(XDIST_WORKER[2:]) if XDIST_WORKER.startswith("gw") else 0
+
+
+# Lock files of the local Redis databases this process holds; open until it exits.
+_CLAIMS: list[TextIO] = []
+
+
+def claim_local_database(first: int) -> int:
+    """The first database from ``first`` downwards no other test process holds."""
+    for database in range(first, -1, -1):
+        lock = open(  # held open for the life of the process
+            Path(tempfile.gettempdir()) / f"agentsite-test-redis-{database}.lock", "w"
+        )
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            lock.close()
+            continue
+        _CLAIMS.append(lock)
+        return database
+    raise RuntimeError(
+        f"every local Redis database from {first} down is held by another test run: "
+        "wait for one to end, or raise AGENTSITE_TEST_REDIS_DB"
+    )
 
 
 def local_redis_url() -> str:
@@ -67,7 +96,8 @@ def choose_redis() -> tuple[str, bool]:
         return with_database_offset(GIVEN_REDIS_URL, XDIST_INDEX), False
     local = local_redis_url()
     if redis_answers(local):
-        return local, True
+        first = int(local.rsplit("/", 1)[1])
+        return f"{local.rsplit('/', 1)[0]}/{claim_local_database(first)}", True
     process, url = start_embedded_redis(Path(tempfile.mkdtemp(prefix="agentsite-redis-")))
     atexit.register(process.terminate)
     return url, True
