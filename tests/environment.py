@@ -13,8 +13,10 @@ process on this machine holds, by a lock on a file in the temporary directory,
 held until the process ends: two suites run at once (two checkouts, or a
 targeted run beside ``make test``) never take each other's jobs. With an
 explicit ``REDIS_URL`` ending in ``/D`` worker ``gwN`` uses database ``D + N``;
-with an embedded Redis, one of its own. Its test database gets a
-``_gwN`` suffix from pytest-django, its logs go to ``test-artifacts/<db>/gwN/``.
+with an embedded Redis, one of its own. A process that could not have its usual
+Redis database also gets a test database of its own (``AGENTSITE_TEST_DB``
+``test_rD``). The test database gets a ``_gwN`` suffix from pytest-django, the
+logs go to ``test-artifacts/<db>/gwN/``.
 """
 
 from __future__ import annotations
@@ -97,7 +99,11 @@ def choose_redis() -> tuple[str, bool]:
     local = local_redis_url()
     if redis_answers(local):
         first = int(local.rsplit("/", 1)[1])
-        return f"{local.rsplit('/', 1)[0]}/{claim_local_database(first)}", True
+        database = claim_local_database(first)
+        if database != first:
+            # Another run holds the usual database, and maybe the usual test database too.
+            os.environ.setdefault("AGENTSITE_TEST_DB", f"test_r{database}")
+        return f"{local.rsplit('/', 1)[0]}/{database}", True
     process, url = start_embedded_redis(Path(tempfile.mkdtemp(prefix="agentsite-redis-")))
     atexit.register(process.terminate)
     return url, True
