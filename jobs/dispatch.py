@@ -10,9 +10,11 @@ owner with the fewest jobs in flight, then to the oldest ready job: a user's
 first job waits for one of the running jobs to end, however many jobs other
 users have queued.
 
-``jobs_dispatch`` fills the free slots. It runs after every commit that may free
-one or hold a job (``jobs.lifecycle`` calls it on commit) and at every sweep
-(``jobs.tasks``), which also finds what a crash or Redis lost. Dispatches are
+``jobs_dispatch`` fills the free slots. It runs after every commit that may hold
+a job or free a slot (``jobs.lifecycle`` calls it on commit) and at every sweep
+(``jobs.tasks``), which also finds what a crash or Redis lost. The end of a job
+that held a slot hands the slot over inside its own transaction instead
+(``jobs_dispatch_freed``): one transaction per job end, not two. Dispatches are
 serialized (an advisory lock on PostgreSQL; on SQLite every transaction is
 ``BEGIN IMMEDIATE``), so two workers finishing at once never count the same
 free slot; the hand-over itself is a compare-and-set on ``enqueued_at``, so a
@@ -93,19 +95,55 @@ def jobs_dispatch() -> int:
         return 0
     with transaction.atomic():
         _dispatch_lock()
-        load = Counter(dict(in_flight().values_list("owner_id").annotate(n=Count("id")).order_by()))
-        free = slots - sum(load.values())
-        handed: list[tuple[str, float]] = []
-        while free > 0:
-            pick = _next_held(load)
-            if pick is None:
-                break
-            job_id, owner_id, timeout_s = pick
-            if job_hand_over(job_id=job_id, timeout_s=timeout_s):
-                handed.append((job_id, timeout_s))
-                load[owner_id] += 1
-                free -= 1
-    return len(handed)
+        return _slots_fill(slots)
+
+
+def jobs_dispatch_freed(slots: int | None) -> None:
+    """Inside the transaction that ends a job which held a slot: hand that slot over.
+
+    The next held job is handed over in the same transaction as the end (and
+    enqueued once it commits), which saves the worker a transaction of its own,
+    its wait for the write lock and its look for free slots. ``slots`` is the
+    slot count read before the transaction began (no Redis round trip while it
+    holds locks); None (Redis was away) leaves the dispatch to after the commit.
+    A dispatch that fails rolls back alone: the job's end commits, and the sweep
+    hands the slot over.
+    """
+    if slots is None:
+        transaction.on_commit(jobs_dispatch_after_commit)
+        return
+    try:
+        with transaction.atomic():
+            if held().exists():
+                _dispatch_lock()
+                _slots_fill(slots)
+    except DatabaseError as exc:
+        log.warning("dispatch left to the sweep: %r", exc)
+
+
+def slots_total_or_none() -> int | None:
+    """``slots_total``, or None while Redis does not answer."""
+    try:
+        return slots_total()
+    except RedisError:
+        return None
+
+
+def _slots_fill(slots: int) -> int:
+    """Under the dispatch lock: hand held jobs over while fewer than ``slots`` are in flight."""
+    load = Counter(dict(in_flight().values_list("owner_id").annotate(n=Count("id")).order_by()))
+    free = slots - sum(load.values())
+    handed = 0
+    while free > 0:
+        pick = _next_held(load)
+        if pick is None:
+            break
+        job_id, owner_id, timeout_s = pick
+        if job_hand_over(job_id=job_id, timeout_s=timeout_s):
+            handed += 1
+            load[owner_id] += 1
+            free -= 1
+    return handed
 
 
 def jobs_dispatch_after_commit() -> None:

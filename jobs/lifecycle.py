@@ -81,7 +81,13 @@ def _returns_from_update(connection: Any) -> bool:
 
 
 def _transition(
-    job_id: str, *, sources: Iterable[str], target: str, event: JobEventName, **fields: Any
+    job_id: str,
+    *,
+    sources: Iterable[str],
+    target: str,
+    event: JobEventName,
+    slots: int | None = None,
+    **fields: Any,
 ) -> Job:
     with transaction.atomic():
         job = _compare_and_set(job_id, sources, {"status": target, **fields})
@@ -93,8 +99,8 @@ def _transition(
             # In the same transaction: a final state and its consequences commit together.
             dependents_release(job_id=job_id, status=str(job.status))
         if job.is_terminal and job.enqueued_at is not None:
-            # It held a slot: the next held job may take it once this has committed.
-            transaction.on_commit(dispatch.jobs_dispatch_after_commit)
+            # It held a slot: the next held job takes it, committed with this end.
+            dispatch.jobs_dispatch_freed(slots)
     return job
 
 
@@ -105,13 +111,18 @@ def _finish(
     target: str,
     code: str = "",
     message: str = "",
+    slots_read: bool = True,
     **kw: Any,
 ) -> Job:
+    """A final state. ``slots_read``: read the slot count for the dispatch of the slot
+    the job frees before the transaction begins, so that no Redis round trip happens
+    while it holds the write lock (False for jobs that never held a slot)."""
     return _transition(
         job_id,
         sources=sources,
         target=target,
         event=FINAL_EVENT_OF[target],
+        slots=dispatch.slots_total_or_none() if slots_read else None,
         finished_at=timezone.now(),
         error_code=code,
         error_message=message[:5000],
@@ -224,6 +235,17 @@ def job_fail(*, job_id: str, code: str, message: str) -> Job:
     )
 
 
+def _fail_waiting(*, job_id: str, code: str, message: str) -> Job:
+    """Fail a job waiting on its dependencies, inside the transaction that decided it.
+
+    It never held a slot, so there is no slot count to read (and no Redis round trip
+    in the middle of that transaction).
+    """
+    return _finish(
+        job_id, sources=[S.QUEUED], target=S.FAILED, code=code, message=message, slots_read=False
+    )
+
+
 def job_cancel(*, job_id: str, message: str = "Cancelled on request.") -> Job:
     return _finish(
         job_id, sources=[S.QUEUED, S.RUNNING], target=S.CANCELLED, code="cancelled", message=message
@@ -283,7 +305,7 @@ def dependents_release(*, job_id: str, status: str) -> None:
     for dependent in waiting:
         if status != S.DONE:
             try:
-                job_fail(
+                _fail_waiting(
                     job_id=dependent,
                     code="dependency_failed",
                     message=f"dependency {job_id} ended {status}",
@@ -309,7 +331,7 @@ def job_release_if_ready(*, job_id: str) -> str:
         if broken:
             dep_id, st = broken[0]
             try:
-                job_fail(
+                _fail_waiting(
                     job_id=job_id,
                     code="dependency_failed",
                     message=f"dependency {dep_id} ended {st}",

@@ -6,7 +6,8 @@ import threading
 from typing import Any
 
 import pytest
-from django.db import connection
+from redis.exceptions import RedisError
+from django.db import DatabaseError, connection
 from django.utils import timezone
 
 from jobs import dispatch, lifecycle, services
@@ -57,8 +58,55 @@ def test_no_more_jobs_are_handed_over_than_there_are_slots(user: Any, two_slots:
 
     assert handed() == {first, second}
     finish(first)
-    assert dispatch.jobs_dispatch() == 1
     assert handed() == {second, third}
+
+
+def test_a_job_that_ends_hands_its_slot_over_in_its_own_transaction(
+    user: Any, two_slots: None
+) -> None:
+    """Before: the end only asked for a dispatch after its commit, a second transaction
+    (and on SQLite a second wait for the write lock) per job. Nothing commits here,
+    so only a hand-over made inside the end's own transaction can be seen."""
+    first, second, third = queue(user, 3)
+    dispatch.jobs_dispatch()
+
+    finish(first)
+
+    assert handed() == {second, third}
+    assert Job.objects.get(id=first).status == Job.Status.DONE
+    assert not dispatch.held().exists()
+
+
+def test_a_failed_dispatch_never_costs_the_job_its_end(
+    user: Any, two_slots: None, monkeypatch: Any
+) -> None:
+    first, _, third = queue(user, 3)
+    dispatch.jobs_dispatch()
+
+    def broken(load: Any) -> Any:
+        raise DatabaseError("the pick failed")
+
+    monkeypatch.setattr(dispatch, "_next_held", broken)
+    finish(first)
+
+    assert Job.objects.get(id=first).status == Job.Status.DONE
+    assert list(dispatch.held().values_list("id", flat=True)) == [third]  # left to the sweep
+
+
+def test_an_end_while_redis_is_away_leaves_the_dispatch_to_after_its_commit(
+    user: Any, two_slots: None, monkeypatch: Any
+) -> None:
+    first, _, third = queue(user, 3)
+    dispatch.jobs_dispatch()
+
+    def away() -> int:
+        raise RedisError("connection refused")
+
+    monkeypatch.setattr(dispatch, "slots_total", away)
+    finish(first)
+
+    assert Job.objects.get(id=first).status == Job.Status.DONE
+    assert list(dispatch.held().values_list("id", flat=True)) == [third]
 
 
 def test_free_slots_go_to_the_owner_with_the_fewest_jobs_in_flight(
@@ -87,10 +135,12 @@ def test_a_job_waiting_on_dependencies_is_not_held_until_they_are_done(
     dispatch.jobs_dispatch()
     assert handed() == {first}
 
+    assert not dispatch.held().exists()
+
     finish(first)
 
-    assert list(dispatch.held().values_list("id", flat=True)) == [dependent]
-    assert dispatch.jobs_dispatch() == 1
+    # Ready with its dependency's end, and handed the slot that end freed.
+    assert handed() == {dependent}
 
 
 def test_a_job_rq_lost_gives_its_slot_back_and_is_held_again(user: Any, two_slots: None) -> None:
