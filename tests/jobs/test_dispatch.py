@@ -6,9 +6,9 @@ import threading
 from typing import Any
 
 import pytest
-from redis.exceptions import RedisError
 from django.db import DatabaseError, connection
 from django.utils import timezone
+from redis.exceptions import RedisError
 
 from jobs import dispatch, lifecycle, services
 from jobs.models import Job
