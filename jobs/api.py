@@ -17,6 +17,7 @@ from pydantic import ConfigDict
 from agentsite.auth import request_user
 from agentsite.core.errors import Conflict, NotFound
 from agentsite.core.ids import id_pattern
+from agentsite.core.queries import count_up_to
 from agentsite.http import NOT_BLANK, Body, errors
 from jobs import documents, lifecycle, services, webhooks
 from jobs.models import IDEMPOTENCY_KEY_MAX_LENGTH, MAX_DEPENDENCIES, Job
@@ -29,6 +30,11 @@ router = Router(tags=["jobs"])
 # Offsets and cursors past this are refused (422) rather than sent to the database,
 # where they overflow its integers.
 MAX_POSITION = 2**31 - 1
+
+# The job list counts at most this many jobs past the end of its page: a user with
+# months of jobs gets a lower bound (``count_exact: false``) for what an exact count
+# would read end to end, and each page costs about what it costs on an empty list.
+COUNT_AHEAD = 1000
 
 
 def job_start_variants(schema: dict[str, Any]) -> None:
@@ -146,7 +152,14 @@ class ResultPage(Schema):
 
 class JobPage(Schema):
     items: list[JobStatus]
-    count: int
+    count: int = Field(
+        description="How many jobs match: exact when `count_exact` is true; otherwise a lower "
+        f"bound, as jobs are counted only up to {COUNT_AHEAD} past the end of this page "
+        f"(`offset + limit + {COUNT_AHEAD}` of them)."
+    )
+    count_exact: bool = Field(
+        description="false when more jobs match than were counted: there are more than `count`."
+    )
     limit: int
     offset: int
 
@@ -154,6 +167,7 @@ class JobPage(Schema):
 class JobListDoc(TypedDict):
     items: list[documents.JobStatusDoc]
     count: int
+    count_exact: bool
     limit: int
     offset: int
 
@@ -226,7 +240,13 @@ def job_start(
     return Status(202, {"job_id": job.id, "status": job.status})
 
 
-@router.get("/jobs", response={200: JobPage, **errors(422)}, summary="Your jobs, newest first")
+@router.get(
+    "/jobs",
+    response={200: JobPage, **errors(422)},
+    summary="Your jobs, newest first",
+    description="`count` is exact up to the page's end and "
+    f"{COUNT_AHEAD} jobs beyond it; past that it is a lower bound and `count_exact` is false.",
+)
 def job_list(
     request: HttpRequest,
     status: JobState | None = None,
@@ -239,9 +259,11 @@ def job_list(
         owner=request_user(request), status=status, tool=tool, session_id=session_id
     )
     page = list(jobs[offset : offset + limit])
+    count, exact = count_up_to(jobs, offset + limit + COUNT_AHEAD)
     return {
         "items": [documents.job_status_doc(job) for job in page],
-        "count": jobs.count(),
+        "count": count,
+        "count_exact": exact,
         "limit": limit,
         "offset": offset,
     }

@@ -33,6 +33,7 @@ class Job(models.Model):
         blank=True,
         on_delete=models.SET_NULL,
         related_name="jobs",
+        db_index=False,  # job_session_created_idx starts with it
     )
     run = models.ForeignKey(
         "agent_sessions.Run", null=True, blank=True, on_delete=models.SET_NULL, related_name="jobs"
@@ -88,8 +89,16 @@ class Job(models.Model):
             )
         ]
         indexes = [
-            # An owner's newest-first list (the job list API), in its own order.
+            # An owner's newest-first list (the job list API), in its own order; and
+            # the same list filtered by status, by tool, by session: without them a
+            # filter that matches few jobs reads all of the owner's to fill a page.
             models.Index(fields=["owner", "-created_at", "-id"], name="job_owner_created_idx"),
+            models.Index(
+                fields=["owner", "status", "-created_at", "-id"], name="job_owner_status_idx"
+            ),
+            models.Index(fields=["owner", "tool", "-created_at", "-id"], name="job_owner_tool_idx"),
+            # Also a session's jobs, for the retention of sessions (sessions.retention).
+            models.Index(fields=["session", "-created_at", "-id"], name="job_session_created_idx"),
             # The admin's and the sweep's newest-first lists over every owner.
             models.Index(fields=["-created_at", "-id"], name="job_created_idx"),
             models.Index(fields=["status", "heartbeat_at"]),

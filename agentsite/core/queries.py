@@ -20,3 +20,14 @@ def get_or_none(queryset: QuerySet[Any, Row]) -> Row | None:
         return queryset.get()
     except queryset.model.DoesNotExist:
         return None
+
+
+def count_up_to(queryset: QuerySet[Any], bound: int) -> tuple[int, bool]:
+    """How many rows ``queryset`` has, reading at most ``bound + 1`` of them.
+
+    ``(count, True)`` when it has at most ``bound``; ``(bound, False)`` when it has
+    more, so the count is a lower bound. The rows read are the first ones in the
+    queryset's own order, so the count reads the index its pages read.
+    """
+    counted = queryset[: bound + 1].count()
+    return min(counted, bound), counted <= bound

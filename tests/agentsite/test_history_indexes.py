@@ -25,6 +25,7 @@ from django.utils import timezone
 
 from agentsite.core.batches import Budget
 from agentsite.core.ids import new_session_id
+from jobs import api as jobs_api
 from jobs import retention, services
 from jobs.models import Job, JobChunk, JobEvent, WebhookAttempt, WebhookDelivery
 from jobs.tasks import jobs_sweep
@@ -131,6 +132,41 @@ def test_a_resume_reads_the_log_after_its_token_by_the_session_seq_index(history
 def test_the_job_list_page_reads_the_owners_newest_jobs_by_index(history: Any) -> None:
     found = plans(lambda: page(services.job_list(owner=history), 50))
     assert_indexed(found, "job_owner_created_idx")
+
+
+@pytest.mark.parametrize(
+    ("query", "index"),
+    [
+        ("", "job_owner_created_idx"),
+        ("offset=100&limit=20", "job_owner_created_idx"),
+        # Statuses and a tool that none or few of the seeded jobs have: a page of
+        # them must not read every job of the owner (nor every job) to find none.
+        ("status=timed_out", "job_owner_status_idx"),
+        ("status=failed", "job_owner_status_idx"),
+        ("tool=sleepy", "job_owner_tool_idx"),
+        ("status=failed&tool=sleepy", "(job_owner_status_idx|job_owner_tool_idx)"),
+        ("session_id={session}", "job_session_created_idx"),
+    ],
+)
+def test_the_job_list_api_pages_and_counts_by_index(
+    history: Any, query: str, index: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Counted 100 past the page: over a few thousand jobs, the share of the owner's
+    # jobs that 1000 past the page are of a history of a million.
+    monkeypatch.setattr(jobs_api, "COUNT_AHEAD", 100)
+    session = AgentSession.objects.filter(owner=history).latest("created_at")
+    api = api_client_for(history)
+
+    def listed() -> None:
+        response = api.get(f"/api/jobs?{query.format(session=session.id)}")
+        assert response.status_code == 200, response.content
+
+    found = plans(listed)
+    assert_indexed(found, index)
+    # The count too: it reads no further than the page's index, past the page.
+    counts = [(sql, plan) for sql, plan in found if sql.startswith("SELECT COUNT(*)")]
+    assert counts, found
+    assert_indexed(counts, index)
 
 
 def test_the_admin_job_list_reads_the_newest_jobs_by_index(history: Any) -> None:
