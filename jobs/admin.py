@@ -6,6 +6,7 @@ import json
 from typing import Any
 
 from django.contrib import admin, messages
+from django.contrib.admin.views.main import SEARCH_VAR
 from django.core.paginator import Paginator
 from django.db.models import QuerySet
 from django.http import HttpRequest
@@ -14,6 +15,7 @@ from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
 from agentsite.core.errors import DomainError
+from agentsite.core.queries import count_up_to
 from jobs import lifecycle, services
 from jobs.models import Job, JobChunk, JobEvent, WebhookAttempt, WebhookDelivery, WebhookSecret
 from jobs.registry import all_tools
@@ -96,16 +98,20 @@ class CappedCountPaginator(Paginator):
     """Counts at most ``CAP`` rows: the first page of months of jobs costs what an empty one does.
 
     Past the cap the admin shows ``CAP`` as the total and pages up to it; filters
-    and search narrow the list below it.
+    and search narrow the list below it. The rows counted are the first ones in
+    the list's order, read from the index the page is read from; a search reads
+    every job whatever the order (no index finds a substring), so its count
+    leaves the order out rather than sort what matched.
     """
 
     CAP = 10_000
+    ordered = True
 
     @cached_property
     def count(self) -> int:
         object_list = self.object_list
         if isinstance(object_list, QuerySet):
-            return object_list.order_by()[: self.CAP].count()
+            return count_up_to(object_list if self.ordered else object_list.order_by(), self.CAP)[0]
         return len(object_list)
 
 
@@ -149,6 +155,12 @@ class JobAdmin(admin.ModelAdmin):
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False
+
+    def get_paginator(self, request: HttpRequest, *args: Any, **kwargs: Any) -> Paginator:
+        paginator = super().get_paginator(request, *args, **kwargs)
+        if isinstance(paginator, CappedCountPaginator):
+            paginator.ordered = not request.GET.get(SEARCH_VAR)
+        return paginator
 
     @admin.display(description="progress")
     def progress(self, job: Job) -> SafeString:

@@ -99,8 +99,11 @@ class Job(models.Model):
             models.Index(fields=["owner", "tool", "-created_at", "-id"], name="job_owner_tool_idx"),
             # Also a session's jobs, for the retention of sessions (sessions.retention).
             models.Index(fields=["session", "-created_at", "-id"], name="job_session_created_idx"),
-            # The admin's and the sweep's newest-first lists over every owner.
+            # The admin's and the sweep's newest-first lists over every owner, and the
+            # admin's list filtered by status or by tool.
             models.Index(fields=["-created_at", "-id"], name="job_created_idx"),
+            models.Index(fields=["status", "-created_at", "-id"], name="job_status_created_idx"),
+            models.Index(fields=["tool", "-created_at", "-id"], name="job_tool_created_idx"),
             models.Index(fields=["status", "heartbeat_at"]),
             # /metrics adds the jobs finished since its last scrape (agentsite.metrics);
             # retention finds the oldest finished jobs (jobs.retention).

@@ -19,7 +19,7 @@ from django.contrib.auth import get_user_model
 from django.core.management import call_command
 from django.db import connection
 from django.db.models import QuerySet
-from django.test import RequestFactory
+from django.test import Client, RequestFactory
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
@@ -27,6 +27,7 @@ from agentsite.core.batches import Budget
 from agentsite.core.ids import new_session_id
 from jobs import api as jobs_api
 from jobs import retention, services
+from jobs.admin import CappedCountPaginator
 from jobs.models import Job, JobChunk, JobEvent, WebhookAttempt, WebhookDelivery
 from jobs.tasks import jobs_sweep
 from sessions.models import AgentSession, Event, Run
@@ -134,17 +135,23 @@ def test_the_job_list_page_reads_the_owners_newest_jobs_by_index(history: Any) -
     assert_indexed(found, "job_owner_created_idx")
 
 
+# The indexes that find jobs by status, or by tool, without reading others.
+STATUS_INDEXES = r"(job_owner_status_idx|job_status_created_idx|jobs_job_status_\w+)"
+TOOL_INDEXES = "(job_owner_tool_idx|job_tool_created_idx)"
+
+
 @pytest.mark.parametrize(
     ("query", "index"),
     [
         ("", "job_owner_created_idx"),
         ("offset=100&limit=20", "job_owner_created_idx"),
-        # Statuses and a tool that none or few of the seeded jobs have: a page of
-        # them must not read every job of the owner (nor every job) to find none.
-        ("status=timed_out", "job_owner_status_idx"),
+        # A status and a tool that none of the seeded jobs have: any index on them
+        # finds none at once (rather than reading every job of the owner, or every job).
+        ("status=timed_out", STATUS_INDEXES),
+        ("tool=sleepy", TOOL_INDEXES),
+        ("status=failed&tool=sleepy", f"({STATUS_INDEXES}|{TOOL_INDEXES})"),
+        # One in ten has this status: the page and the count read them in order.
         ("status=failed", "job_owner_status_idx"),
-        ("tool=sleepy", "job_owner_tool_idx"),
-        ("status=failed&tool=sleepy", "(job_owner_status_idx|job_owner_tool_idx)"),
         ("session_id={session}", "job_session_created_idx"),
     ],
 )
@@ -176,6 +183,35 @@ def test_the_admin_job_list_reads_the_newest_jobs_by_index(history: Any) -> None
     changelist = site._registry[Job].get_changelist_instance(request)
     found = plans(lambda: page(changelist.get_queryset(request), changelist.list_per_page))
     assert_indexed(found, "job_created_idx")
+
+
+@pytest.mark.parametrize(
+    ("query", "index"),
+    [
+        ("", "job_created_idx"),
+        ("status__exact=timed_out", STATUS_INDEXES),
+        ("tool=sleepy", TOOL_INDEXES),
+        ("status__exact=failed", "job_status_created_idx"),
+    ],
+)
+def test_the_admin_job_list_pages_and_counts_by_index(
+    history: Any, query: str, index: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A cap of 300 over a few thousand jobs, nearer the share of a million that
+    # 10,000 are; above a page (100) and "show all" (200), so the list is still paged.
+    monkeypatch.setattr(CappedCountPaginator, "CAP", 300)
+    staff = Client()
+    staff.force_login(get_user_model().objects.create_superuser("plans-admin", password="x"))
+
+    def listed() -> None:
+        response = staff.get(f"/admin/jobs/job/?{query}")
+        assert response.status_code == 200, response.content[:300]
+
+    found = [(sql, plan) for sql, plan in plans(listed) if "jobs_job" in sql]
+    assert_indexed(found, index)
+    counts = [(sql, plan) for sql, plan in found if sql.startswith("SELECT COUNT(*)")]
+    assert counts, found
+    assert_indexed(counts, index)
 
 
 def test_the_sweep_reads_only_live_jobs_and_runs(history: Any) -> None:

@@ -5,6 +5,7 @@ from typing import Any
 import pytest
 from django.test import Client
 
+from jobs.admin import CappedCountPaginator
 from jobs.models import Job
 from tests.jobs.factories import started_job_id
 
@@ -66,3 +67,21 @@ def test_retry_starts_a_new_job_with_the_same_request(
         {"seconds": 3.0, "steps": 10},
         "queued",
     )
+
+
+def test_the_list_counts_what_matches_up_to_its_cap_filtered_and_searched(
+    api_client: Any, admin_client_for: Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(CappedCountPaginator, "CAP", 3)
+    for tool in ("sleepy", "sleepy", "noop", "noop"):
+        started_job_id(api_client, tool)
+
+    def counted(query: str) -> int:
+        response = admin_client_for.get(f"/admin/jobs/job/?{query}")
+        assert response.status_code == 200
+        return int(response.context["cl"].result_count)
+
+    assert counted("") == 3  # the cap, of 4
+    assert counted("tool=noop") == 2  # counted in the list's order, by its index
+    assert counted("q=noop") == 2  # a search: counted without the order
+    assert counted("q=o") == 3
