@@ -32,14 +32,17 @@ from sessions.routing import websocket_urlpatterns  # noqa: E402
 # Under daphne, which buffers a whole body before the application sees it.
 daphne_body_limit()
 
+sockets = URLRouter(websocket_urlpatterns)
 application = ProtocolTypeRouter(
     {
         # The pages' CSS and JS come from the app itself: no build step, no collectstatic.
         # StreamsCounted: this process's open SSE responses and websockets, for /metrics.
         # BodyLimit: a body over AGENTSITE_MAX_BODY_BYTES is refused before it is buffered.
         "http": StreamsCounted(BodyLimit(mcp_or(ASGIStaticFilesHandler(django_asgi_app)))),
+        # A handshake without an Origin (a script) authenticates by API token only:
+        # it skips the cookie and session middleware.
         "websocket": StreamsCounted(
-            BrowserOriginOrToken(AuthMiddlewareStack(URLRouter(websocket_urlpatterns)))
+            BrowserOriginOrToken(AuthMiddlewareStack(sockets), cookieless=sockets)
         ),
     }
 )

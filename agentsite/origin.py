@@ -88,8 +88,14 @@ def origin_allowed(scope: dict[str, Any], origin: str) -> bool:
 
 
 class BrowserOriginOrToken:
-    def __init__(self, application: Any) -> None:
+    """``application`` for browser handshakes whose origin is allowed; ``cookieless`` (by
+    default ``application`` too) for handshakes without an ``Origin``, which may only
+    use an API token: given the routes without the cookie and session middleware,
+    a script's socket keeps no session store or lazy user of its own."""
+
+    def __init__(self, application: Any, cookieless: Any = None) -> None:
         self.application = application
+        self.cookieless = application if cookieless is None else cookieless
         # A handshake without a Host header (an in-process test client; every
         # HTTP/1.1 handshake has one) can only be held to the allowed host names.
         self.hosts_only = AllowedHostsOriginValidator(application)
@@ -98,8 +104,10 @@ class BrowserOriginOrToken:
         origin = header(scope, b"origin")
         if origin is None:
             headers = scope.get("headers", [])
-            cookieless = [(name, value) for name, value in headers if name != b"cookie"]
-            return await self.application({**scope, "headers": cookieless}, receive, send)
+            if any(name == b"cookie" for name, _ in headers):
+                kept = [(name, value) for name, value in headers if name != b"cookie"]
+                scope = {**scope, "headers": kept}
+            return await self.cookieless(scope, receive, send)
         if header(scope, b"host") is None:
             return await self.hosts_only(scope, receive, send)
         if origin_allowed(scope, origin):

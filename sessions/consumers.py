@@ -12,17 +12,20 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from typing import Any, Literal, TypedDict, cast
+from typing import Any, Literal, NamedTuple, TypedDict, cast
 from urllib.parse import parse_qs
 
 from channels.db import database_sync_to_async
+from channels.exceptions import StopConsumer
 from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
+from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AbstractBaseUser
 
 from agentsite.auth import api_token_for, token_credential
 from agentsite.core import fanout
 from agentsite.core.errors import DomainError
+from agentsite.core.queries import get_or_none
 from agentsite.credentials import Credential, CredentialRevoked
 from agentsite.models import ApiToken
 from sessions import services, streams
@@ -172,41 +175,59 @@ def client_frame_parse(text_data: str | None, bytes_data: bytes | None) -> Clien
     return cast(ClientFrame, frame)
 
 
+class Follower(NamedTuple):
+    """Whom a socket follows for: ids only. A process holds thousands of sockets, so
+    none keeps model instances; a client frame reads what it acts on again (a
+    session deleted since the socket opened refuses it)."""
+
+    user_id: int
+    session_id: str
+
+
+def follower_user(follower: Follower) -> AbstractBaseUser:
+    user = get_or_none(get_user_model().objects.filter(pk=follower.user_id, is_active=True))
+    if user is None:
+        raise SessionNotFound()
+    return user
+
+
+def follower_session(follower: Follower) -> AgentSession:
+    return services.session_for(owner=follower_user(follower), session_id=follower.session_id)
+
+
 @database_sync_to_async
-def message_send(session: AgentSession, text: str) -> MessageReply:
-    event, run = services.message_post(session=session, text=text)
+def message_send(follower: Follower, text: str) -> MessageReply:
+    event, run = services.message_post(session=follower_session(follower), text=text)
     return {"type": "message", "seq": event.seq, "run_id": run.id}
 
 
 @database_sync_to_async
-def job_stop(user: AbstractBaseUser, job_id: str) -> StopJobReply:
+def job_stop(follower: Follower, job_id: str) -> StopJobReply:
     return {
         "type": "stop_job",
         "job_id": job_id,
-        "state": services.job_stop(owner=user, job_id=job_id),
+        "state": services.job_stop(owner=follower_user(follower), job_id=job_id),
     }
 
 
 @database_sync_to_async
-def run_interrupt(session: AgentSession) -> InterruptReply:
-    run_id, state = services.session_interrupt(session=session)
+def run_interrupt(follower: Follower) -> InterruptReply:
+    run_id, state = services.session_interrupt(session=follower_session(follower))
     return {"type": "interrupt", "run_id": run_id, "state": state}
 
 
 session_mark_seen = database_sync_to_async(services.session_mark_seen)
 
 
-async def client_frame_act(
-    frame: ClientFrame, *, user: AbstractBaseUser, session: AgentSession
-) -> Reply:
+async def client_frame_act(frame: ClientFrame, follower: Follower) -> Reply:
     """Carry out a client frame through the services; their refusals become error frames."""
     try:
         if frame["type"] == "message":
-            return await message_send(session, frame["text"])
+            return await message_send(follower, frame["text"])
         if frame["type"] == "stop_job":
-            return await job_stop(user, frame["job_id"])
+            return await job_stop(follower, frame["job_id"])
         if frame["type"] == "interrupt":
-            return await run_interrupt(session)
+            return await run_interrupt(follower)
         return PONG
     except DomainError as exc:
         raise ClientFrameError(exc.code, exc.message) from exc
@@ -225,6 +246,19 @@ class SessionConsumer(AsyncWebsocketConsumer):
     # Set once the client is admitted and following; None while refused.
     forwarder: asyncio.Task[None] | None = None
 
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        """Channels' consumer loop for a consumer without a channel layer: the client's
+        messages dispatched in turn, as Channels does, but without the task and the
+        ``asyncio.wait`` per socket that its loop spends to watch a single source."""
+        self.scope = scope
+        self.channel_layer = None
+        self.base_send = send
+        try:
+            while True:
+                await self.dispatch(await receive())
+        except StopConsumer:
+            pass
+
     async def connect(self) -> None:
         protocols = self.scope.get("subprotocols", [])
         await self.accept(SUBPROTOCOL if SUBPROTOCOL in protocols else None)
@@ -232,25 +266,25 @@ class SessionConsumer(AsyncWebsocketConsumer):
         found = await caller(self.scope)
         if found is None:
             return await self.close(CLOSE_UNAUTHENTICATED)
-        self.user: AbstractBaseUser = found[0]
-        credential = found[1]
+        user, credential = found
         session_id = self.scope["url_route"]["kwargs"]["session_id"]
         try:
-            self.session = await streams.session_read(owner=self.user, session_id=session_id)
+            session = await streams.session_read(owner=user, session_id=session_id)
         except SessionNotFound:
             return await self.close(CLOSE_NOT_FOUND)
+        self.follower = Follower(user_id=user.pk, session_id=session.id)
         query = parse_qs(self.scope.get("query_string", b"").decode("latin1"))
         try:
             after = session_token_seq(
-                query.get("after", [""])[0], session_id=session_id, owner_id=self.user.pk
+                query.get("after", [""])[0], session_id=session_id, owner_id=user.pk
             )
         except BadToken:
             return await self.close(CLOSE_BAD_TOKEN)
         except ForeignToken:
             return await self.close(CLOSE_NOT_FOUND)
-        self.tail = streams.LogTail(session_id=session_id, owner_id=self.user.pk, after=after)
-        self.live: asyncio.Queue[LiveMessage] = asyncio.Queue(maxsize=self.live_queue_max)
-        self.subscription = fanout.join(self.session.group_name, self.enqueue)
+        self.tail = streams.LogTail(session_id=session_id, owner_id=user.pk, after=after)
+        self.live = streams.LiveInbox(self.live_queue_max)
+        self.subscription = fanout.join(session.group_name, self.enqueue)
         self.watch = streams.CredentialWatch(credential, self.enqueue)
         self.forwarder = asyncio.create_task(self.forward())
 
@@ -287,7 +321,7 @@ class SessionConsumer(AsyncWebsocketConsumer):
             frame = client_frame_parse(text_data, bytes_data)
             if frame["type"] == "ping":
                 self.live.put_nowait(streams.CHECK_MESSAGE)
-            reply = await client_frame_act(frame, user=self.user, session=self.session)
+            reply = await client_frame_act(frame, self.follower)
         except ClientFrameError as exc:
             reply = {"type": "error", "code": exc.code, "message": exc.message}
         except asyncio.QueueFull:
@@ -301,4 +335,4 @@ class SessionConsumer(AsyncWebsocketConsumer):
         await self.subscription.leave()
         await self.watch.subscription.leave()
         if self.by_cookie:
-            await session_mark_seen(session_id=self.session.id, seq=self.tail.cursor)
+            await session_mark_seen(session_id=self.follower.session_id, seq=self.tail.cursor)

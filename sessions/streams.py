@@ -238,6 +238,82 @@ class LogTail:
 CHECK_MESSAGE: StreamCheckMessage = {"type": "stream.check"}
 
 
+class LiveInbox:
+    """A follower's live messages: a bounded queue for one reader, light enough to keep
+    one per open socket.
+
+    ``asyncio.Queue`` keeps three deques and an Event (about 3 KiB empty); a
+    follower needs a list and, while it waits, one future. ``put_nowait`` raises
+    ``asyncio.QueueFull`` once ``maxsize`` messages wait, as a Queue would.
+    """
+
+    __slots__ = ("_head", "_items", "_waiter", "maxsize")
+
+    def __init__(self, maxsize: int = LIVE_QUEUE_MAX) -> None:
+        self._items: list[LiveMessage] = []
+        self._head = 0
+        self._waiter: asyncio.Future[None] | None = None
+        self.maxsize = maxsize
+
+    def qsize(self) -> int:
+        return len(self._items) - self._head
+
+    def empty(self) -> bool:
+        return self._head == len(self._items)
+
+    def put_nowait(self, message: LiveMessage) -> None:
+        if self.qsize() >= self.maxsize:
+            raise asyncio.QueueFull
+        self._items.append(message)
+        if self._waiter is not None:
+            _wake(self._waiter)
+
+    def get_nowait(self) -> LiveMessage:
+        if self.empty():
+            raise asyncio.QueueEmpty
+        message = self._items[self._head]
+        self._head += 1
+        if self._head == len(self._items):
+            self._items.clear()
+            self._head = 0
+        return message
+
+    async def get(self) -> LiveMessage:
+        while self.empty():
+            await self._wait(None)
+        return self.get_nowait()
+
+    async def next(self, timeout: float) -> LiveMessage | None:
+        """The next message, or None after ``timeout`` seconds without one.
+
+        One timer handle while it waits, not ``asyncio.timeout``'s scope object
+        and handle (nor ``wait_for``'s task) per follower and wait.
+        """
+        if self.empty():
+            await self._wait(timeout)
+            if self.empty():
+                return None
+        return self.get_nowait()
+
+    async def _wait(self, timeout: float | None) -> None:
+        if self._waiter is not None:
+            raise RuntimeError("a LiveInbox has one reader")
+        loop = asyncio.get_running_loop()
+        waiter = self._waiter = loop.create_future()
+        timer = None if timeout is None else loop.call_later(timeout, _wake, waiter)
+        try:
+            await waiter
+        finally:
+            self._waiter = None
+            if timer is not None:
+                timer.cancel()
+
+
+def _wake(waiter: asyncio.Future[None]) -> None:
+    if not waiter.done():
+        waiter.set_result(None)
+
+
 @log_read
 def credential_read(credential: Credential) -> bool:
     return credential_holds(credential)
@@ -273,7 +349,7 @@ class CredentialWatch:
 
 async def follow(
     tail: LogTail,
-    live: asyncio.Queue[LiveMessage],
+    live: LiveInbox,
     subscription: fanout.Subscription,
     idle_s: float,
     watch: CredentialWatch | None = None,
@@ -307,17 +383,9 @@ async def follow(
                 yield frame
 
 
-async def live_next(live: asyncio.Queue[LiveMessage], idle_s: float) -> LiveMessage | None:
+async def live_next(live: LiveInbox, idle_s: float) -> LiveMessage | None:
     """The next live message, or None after ``idle_s`` without one."""
-    if not live.empty():
-        return live.get_nowait()
-    # A timeout scope, not wait_for: wait_for wraps the get in a task of its own, one
-    # per message and follower, which a fan-out to thousands of followers pays for.
-    try:
-        async with asyncio.timeout(idle_s):
-            return await live.get()
-    except TimeoutError:
-        return None
+    return await live.next(idle_s)
 
 
 class LayerFollower:
@@ -329,7 +397,7 @@ class LayerFollower:
     def __init__(self, group: str, credential: Credential | None = None) -> None:
         self.group = group
         self.credential = credential
-        self.queue: asyncio.Queue[LiveMessage] = asyncio.Queue(maxsize=LIVE_QUEUE_MAX)
+        self.queue = LiveInbox(LIVE_QUEUE_MAX)
         self.overflowed = False
         self.watch: CredentialWatch | None = None
 
