@@ -11,6 +11,10 @@ origin, and would otherwise ride on the visitor's login cookie.
 A handshake without an ``Origin`` does not come from a browser; it may connect,
 but only with an API token: its ``Cookie`` header is dropped before
 authentication, so a script never needs to invent an ``Origin``.
+
+A handshake that offers an API token (``Sec-WebSocket-Protocol:
+agentsite.bearer.<token>``) is authenticated by that token alone, never by the
+cookie, whatever its origin: it skips the cookie and session middleware.
 """
 
 from __future__ import annotations
@@ -26,6 +30,18 @@ DEFAULT_PORTS = {"http": 80, "https": 443}
 SECURE_SCHEMES = {"https", "wss"}
 
 Origin = tuple[str, str, int]
+TOKEN_SUBPROTOCOL_PREFIX = "agentsite.bearer."
+
+
+def offered_api_token(scope: dict[str, Any]) -> str:
+    """An API token from ``Sec-WebSocket-Protocol: agentsite.bearer.<token>``.
+
+    Never from the URL: a query string lands in access logs and proxy logs.
+    """
+    for protocol in scope.get("subprotocols", []):
+        if protocol.startswith(TOKEN_SUBPROTOCOL_PREFIX):
+            return str(protocol).removeprefix(TOKEN_SUBPROTOCOL_PREFIX)
+    return ""
 
 
 def origin_parse(origin: str) -> Origin | None:
@@ -89,9 +105,9 @@ def origin_allowed(scope: dict[str, Any], origin: str) -> bool:
 
 class BrowserOriginOrToken:
     """``application`` for browser handshakes whose origin is allowed; ``cookieless`` (by
-    default ``application`` too) for handshakes without an ``Origin``, which may only
-    use an API token: given the routes without the cookie and session middleware,
-    a script's socket keeps no session store or lazy user of its own."""
+    default ``application`` too) for those that may only use an API token: without an
+    ``Origin``, or offering a token. Given the routes without the cookie and session
+    middleware, such a socket keeps no session store or lazy user of its own."""
 
     def __init__(self, application: Any, cookieless: Any = None) -> None:
         self.application = application
@@ -111,5 +127,7 @@ class BrowserOriginOrToken:
         if header(scope, b"host") is None:
             return await self.hosts_only(scope, receive, send)
         if origin_allowed(scope, origin):
+            if offered_api_token(scope):
+                return await self.cookieless(scope, receive, send)
             return await self.application(scope, receive, send)
         return await WebsocketDenier()(scope, receive, send)

@@ -28,6 +28,7 @@ from agentsite.core.errors import DomainError
 from agentsite.core.queries import get_or_none
 from agentsite.credentials import Credential, CredentialRevoked
 from agentsite.models import ApiToken
+from agentsite.origin import offered_api_token
 from sessions import services, streams
 from sessions.models import AgentSession
 from sessions.payloads import LiveMessage
@@ -41,7 +42,6 @@ CLOSE_UNAUTHENTICATED = 4401
 CLOSE_NOT_FOUND = 4404
 CLOSE_TOO_SLOW = 4429
 SUBPROTOCOL = "agentsite"
-TOKEN_SUBPROTOCOL_PREFIX = "agentsite.bearer."
 MAX_FRAME_CHARS = 64 * 1024
 MAX_MESSAGE_CHARS = 32_000
 CLIENT_FRAME_TYPES = frozenset({"message", "stop_job", "interrupt", "ping"})
@@ -110,17 +110,6 @@ def idle_check_s() -> float:
     """A follower with no traffic for this long re-reads the log and re-checks its credential
     (see streams.follow)."""
     return float(settings.AGENTSITE_WS_IDLE_CHECK_S)
-
-
-def offered_api_token(scope: dict[str, Any]) -> str:
-    """An API token from ``Sec-WebSocket-Protocol: agentsite.bearer.<token>``.
-
-    Never from the URL: a query string lands in access logs and proxy logs.
-    """
-    for protocol in scope.get("subprotocols", []):
-        if protocol.startswith(TOKEN_SUBPROTOCOL_PREFIX):
-            return str(protocol).removeprefix(TOKEN_SUBPROTOCOL_PREFIX)
-    return ""
 
 
 @streams.log_read

@@ -73,6 +73,26 @@ async def test_a_handshake_without_origin_skips_the_cookie_stack() -> None:
     assert reached == ["script"]
 
 
+async def test_a_page_that_offers_a_token_skips_the_cookie_stack(settings: Any) -> None:
+    settings.ALLOWED_HOSTS = ["127.0.0.1"]
+    reached: list[str] = []
+
+    def app(name: str) -> Any:
+        async def called(scope: dict[str, Any], receive: Any, send: Any) -> None:
+            reached.append(name)
+
+        return called
+
+    guard = BrowserOriginOrToken(app("cookie"), cookieless=app("token"))
+    headers = [(b"host", b"127.0.0.1:8000"), (b"origin", b"http://127.0.0.1:8000")]
+    page = {"type": "websocket", "headers": headers, "subprotocols": ["agentsite"]}
+    await guard(page, None, None)
+    await guard({**page, "subprotocols": ["agentsite", "agentsite.bearer.abc"]}, None, None)
+
+    # The consumer authenticates a socket that offers a token by the token alone.
+    assert reached == ["cookie", "token"]
+
+
 @pytest.mark.django_db(transaction=True)
 async def test_an_open_script_socket_costs_the_process_a_bounded_amount(user: Any) -> None:
     session = await make_session(user, events=1)
