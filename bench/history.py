@@ -61,9 +61,9 @@ def reads() -> dict[str, Callable[[], Any]]:
     from django.test import Client
 
     from agentsite.models import ApiToken
-    from jobs.tasks import sweep_jobs
+    from jobs.tasks import jobs_sweep
     from sessions.models import AgentSession
-    from sessions.tasks import reap_runs
+    from sessions.runs import runs_reap
     from sessions.tokens import session_token
 
     User = get_user_model()
@@ -87,7 +87,10 @@ def reads() -> dict[str, Callable[[], Any]]:
         "resume": lambda: ok(api.get(f"/api/sessions/{session.id}/events", {"after": after})),
         "job list": lambda: ok(api.get("/api/jobs")),
         "admin job list": lambda: ok(staff.get("/admin/jobs/job/")),
-        "sweep": lambda: (sweep_jobs(), reap_runs()),
+        # The passes themselves: the scheduler's entry points (sweep_jobs, reap_runs)
+        # run each in a work horse of its own, and set the inherited connection aside
+        # (kept open, for the parent): called here, every call would keep one more.
+        "sweep": lambda: (jobs_sweep(), runs_reap()),
     }
 
 
