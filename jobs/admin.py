@@ -98,20 +98,24 @@ class CappedCountPaginator(Paginator):
     """Counts at most ``CAP`` rows: the first page of months of jobs costs what an empty one does.
 
     Past the cap the admin shows ``CAP`` as the total and pages up to it; filters
-    and search narrow the list below it. The rows counted are the first ones in
-    the list's order, read from the index the page is read from; a search reads
-    every job whatever the order (no index finds a substring), so its count
-    leaves the order out rather than sort what matched.
+    and search narrow the list below it. A filtered list counts its first rows
+    in the list's order, from the index its page is read from. The whole list
+    counts any ``CAP`` rows, in the table's order (on PostgreSQL reading them in
+    order from the index would also visit each recent row in the table); and a
+    search reads every job whatever the order (no index finds a substring), so
+    its count leaves the order out rather than sort what matched.
     """
 
     CAP = 10_000
-    ordered = True
+    searched = False
 
     @cached_property
     def count(self) -> int:
         object_list = self.object_list
         if isinstance(object_list, QuerySet):
-            return count_up_to(object_list if self.ordered else object_list.order_by(), self.CAP)[0]
+            if self.searched or not object_list.query.where:
+                object_list = object_list.order_by()
+            return count_up_to(object_list, self.CAP)[0]
         return len(object_list)
 
 
@@ -159,7 +163,7 @@ class JobAdmin(admin.ModelAdmin):
     def get_paginator(self, request: HttpRequest, *args: Any, **kwargs: Any) -> Paginator:
         paginator = super().get_paginator(request, *args, **kwargs)
         if isinstance(paginator, CappedCountPaginator):
-            paginator.ordered = not request.GET.get(SEARCH_VAR)
+            paginator.searched = bool(request.GET.get(SEARCH_VAR))
         return paginator
 
     @admin.display(description="progress")

@@ -185,10 +185,27 @@ def test_the_admin_job_list_reads_the_newest_jobs_by_index(history: Any) -> None
     assert_indexed(found, "job_created_idx")
 
 
+def test_the_whole_admin_job_list_pages_by_index_and_counts_its_cap_alone(
+    history: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(CappedCountPaginator, "CAP", 300)
+    staff = Client()
+    staff.force_login(get_user_model().objects.create_superuser("plans-admin", password="x"))
+    found = [
+        (sql, p) for sql, p in plans(lambda: staff.get("/admin/jobs/job/")) if "jobs_job" in sql
+    ]
+    pages = [(sql, plan) for sql, plan in found if not sql.startswith("SELECT COUNT(*)")]
+    assert_indexed(pages, "job_created_idx")
+    # Any CAP rows: a scan that stops at the cap, filters nothing, sorts nothing.
+    [(sql, plan)] = [(sql, plan) for sql, plan in found if sql.startswith("SELECT COUNT(*)")]
+    assert "LIMIT 301" in sql and " WHERE " not in sql, sql
+    assert re.search(r"Limit .*\n\s*->  (Seq Scan|Index Only Scan)", plan), plan
+    assert "Filter" not in plan and "Sort" not in plan, plan
+
+
 @pytest.mark.parametrize(
     ("query", "index"),
     [
-        ("", "job_created_idx"),
         ("status__exact=timed_out", STATUS_INDEXES),
         ("tool=sleepy", TOOL_INDEXES),
         ("status__exact=failed", "job_status_created_idx"),
