@@ -29,6 +29,8 @@ from pathlib import Path
 from typing import TextIO
 from urllib.parse import parse_qsl, urlencode, urlparse
 
+import pytest
+
 from agentsite.core.embedded_redis import redis_answers, start_embedded_redis
 
 # "gw0", "gw1", ... in a pytest-xdist worker (set before plugins load); "" otherwise.
@@ -92,6 +94,13 @@ GIVEN_REDIS_URL = os.environ.setdefault(
 )
 
 
+# The test database name the person gave (AGENTSITE_TEST_DB); likewise not one the
+# controller chose for itself.
+GIVEN_TEST_DB = os.environ.setdefault(
+    "AGENTSITE_TEST_GIVEN_DB", os.environ.get("AGENTSITE_TEST_DB", "")
+)
+
+
 def choose_redis() -> tuple[str, bool]:
     """The Redis URL for the run, and whether the suite owns it (may flush it)."""
     if GIVEN_REDIS_URL:
@@ -100,9 +109,10 @@ def choose_redis() -> tuple[str, bool]:
     if redis_answers(local):
         first = int(local.rsplit("/", 1)[1])
         database = claim_local_database(first)
-        if database != first:
-            # Another run holds the usual database, and maybe the usual test database too.
-            os.environ.setdefault("AGENTSITE_TEST_DB", f"test_r{database}")
+        if not GIVEN_TEST_DB:
+            # Another run holds the usual database when this one did not get it, and
+            # maybe the usual test database too.
+            os.environ["AGENTSITE_TEST_DB"] = "test" if database == first else f"test_r{database}"
         return f"{local.rsplit('/', 1)[0]}/{database}", True
     process, url = start_embedded_redis(Path(tempfile.mkdtemp(prefix="agentsite-redis-")))
     atexit.register(process.terminate)
@@ -127,3 +137,11 @@ if REDIS_OWNED:
     import redis
 
     redis.Redis.from_url(REDIS_URL).flushdb()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """An xdist controller runs no test: it gives its Redis database back to its workers."""
+    if not XDIST_WORKER and (getattr(config.option, "numprocesses", None) or 0) > 0:
+        for lock in _CLAIMS:
+            lock.close()
+        _CLAIMS.clear()
