@@ -3,7 +3,7 @@
 The ``websockets`` client costs tens of microseconds per frame, which at 5,000
 followers would measure the benchmark rather than the server. This one speaks
 just enough of RFC 6455 to follow a stream: the opening handshake, unmasked
-server frames, and a close. For each text frame it records when the frame
+server frames, pongs to the server's pings, and a close. For each text frame it records when the frame
 arrived and the ``"t"`` timestamp the publisher put in it, found without
 decoding the JSON.
 """
@@ -93,6 +93,13 @@ class Follower(asyncio.Protocol):
                     while buf[stop] in b"0123456789.e-+ ":
                         stop += 1
                     self.arrivals.append((now, float(buf[at + len(T_MARK) : stop])))
+            elif opcode == 0x9 and self.transport is not None:
+                # A ping: answer it, as every client does (daphne closes a socket whose
+                # pongs stop coming, ``--ping-timeout``), masked, with its payload.
+                payload = bytes(buf[start : start + length])
+                mask = os.urandom(4)
+                masked = bytes(b ^ mask[i % 4] for i, b in enumerate(payload))
+                self.transport.write(bytes([0x8A, 0x80 | len(payload)]) + mask + masked)
             elif opcode == 0x8:
                 code = int.from_bytes(buf[start : start + 2], "big") if length >= 2 else 1005
                 self.fail(ConnectionError(f"closed by the server with {code}"), code)

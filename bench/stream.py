@@ -354,11 +354,14 @@ async def fanout_step(target: Target, followers: int, events: int) -> dict[str, 
     await asyncio.sleep(2.0)
     cpu = target.stack.cpu_s() - cpu
     latencies, arrived = delivery(opened)
+    # Followers the server closed before the end (e.g. 4429: too far behind).
+    cut = sum(1 for follower in opened if follower.closed.done())
     for follower in opened:
         follower.close()
     expected = len(opened) * events
     return {
         "open": len(opened),
+        "cut": cut,
         "failures": failures,
         "p50": statistics.median(latencies or [float("nan")]),
         "p99": percentile(latencies, 0.99) if latencies else float("nan"),
@@ -398,6 +401,7 @@ def fanout_line(name: str, procs: int, step: int, r: dict[str, float]) -> str:
         f"p99 {1000 * r['p99']:7.1f} ms  missing {int(r['missing'])}  "
         f"{r['rss_kib']:5.1f} KiB/conn  {r['cpu_us_per_frame']:5.1f} µs CPU/frame"
         + (f"  ({int(r['failures'])} failed to connect)" if r["failures"] else "")
+        + (f"  ({int(r['cut'])} closed by the server)" if r.get("cut") else "")
     )
 
 
