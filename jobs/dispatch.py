@@ -106,8 +106,8 @@ def jobs_dispatch_freed(slots: int | None) -> None:
     its wait for the write lock and its look for free slots. ``slots`` is the
     slot count read before the transaction began (no Redis round trip while it
     holds locks); None (Redis was away) leaves the dispatch to after the commit.
-    A dispatch that fails rolls back alone: the job's end commits, and the sweep
-    hands the slot over.
+    A dispatch that fails rolls back alone: the job's end commits, and the slot is
+    handed over after the commit (or by the sweep).
     """
     if slots is None:
         transaction.on_commit(jobs_dispatch_after_commit)
@@ -118,7 +118,8 @@ def jobs_dispatch_freed(slots: int | None) -> None:
                 _dispatch_lock()
                 _slots_fill(slots)
     except DatabaseError as exc:
-        log.warning("dispatch left to the sweep: %r", exc)
+        log.warning("dispatch left to after the commit: %r", exc)
+        transaction.on_commit(jobs_dispatch_after_commit)
 
 
 def slots_total_or_none() -> int | None:
