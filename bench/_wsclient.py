@@ -3,9 +3,9 @@
 The ``websockets`` client costs tens of microseconds per frame, which at 5,000
 followers would measure the benchmark rather than the server. This one speaks
 just enough of RFC 6455 to follow a stream: the opening handshake, unmasked
-server frames, pongs to the server's pings, and a close. For each text frame it records when the frame
-arrived and the ``"t"`` timestamp the publisher put in it, found without
-decoding the JSON.
+server frames, pongs to the server's pings, and a close. For each text frame
+it records when the frame arrived and the ``"t"`` timestamp the publisher put
+in it, found without decoding the JSON.
 """
 
 from __future__ import annotations
