@@ -39,8 +39,8 @@ application = ProtocolTypeRouter(
         # StreamsCounted: this process's open SSE responses and websockets, for /metrics.
         # BodyLimit: a body over AGENTSITE_MAX_BODY_BYTES is refused before it is buffered.
         "http": StreamsCounted(BodyLimit(mcp_or(ASGIStaticFilesHandler(django_asgi_app)))),
-        # A handshake without an Origin (a script) authenticates by API token only:
-        # it skips the cookie and session middleware.
+        # A handshake that may only use an API token (no Origin, or a token offered)
+        # skips the cookie and session middleware.
         "websocket": StreamsCounted(
             BrowserOriginOrToken(AuthMiddlewareStack(sockets), cookieless=sockets)
         ),

@@ -278,11 +278,6 @@ class LiveInbox:
             self._head = 0
         return message
 
-    async def get(self) -> LiveMessage:
-        while self.empty():
-            await self._wait(None)
-        return self.get_nowait()
-
     async def next(self, timeout: float) -> LiveMessage | None:
         """The next message, or None after ``timeout`` seconds without one.
 
@@ -295,18 +290,17 @@ class LiveInbox:
                 return None
         return self.get_nowait()
 
-    async def _wait(self, timeout: float | None) -> None:
+    async def _wait(self, timeout: float) -> None:
         if self._waiter is not None:
             raise RuntimeError("a LiveInbox has one reader")
         loop = asyncio.get_running_loop()
         waiter = self._waiter = loop.create_future()
-        timer = None if timeout is None else loop.call_later(timeout, _wake, waiter)
+        timer = loop.call_later(timeout, _wake, waiter)
         try:
             await waiter
         finally:
             self._waiter = None
-            if timer is not None:
-                timer.cancel()
+            timer.cancel()
 
 
 def _wake(waiter: asyncio.Future[None]) -> None:
@@ -369,7 +363,7 @@ async def follow(
         yield frame
     yield None  # caught up
     while True:
-        message = await live_next(live, idle_s)
+        message = await live.next(idle_s)
         if watch is not None:
             await watch.check(message, idle_s)
         if message is None:
@@ -381,11 +375,6 @@ async def follow(
         elif message["type"] == "session.event":
             async for frame in tail.admit(message):
                 yield frame
-
-
-async def live_next(live: LiveInbox, idle_s: float) -> LiveMessage | None:
-    """The next live message, or None after ``idle_s`` without one."""
-    return await live.next(idle_s)
 
 
 class LayerFollower:

@@ -21,7 +21,7 @@ from channels.testing import WebsocketCommunicator
 from agentsite.asgi import application
 from agentsite.models import ApiToken
 from agentsite.origin import BrowserOriginOrToken
-from sessions.streams import LiveInbox, live_next
+from sessions.streams import LiveInbox
 from tests.sessions.test_stream_clients import make_session
 
 SOCKETS = 100
@@ -38,7 +38,8 @@ async def test_an_inbox_hands_messages_over_in_order_and_refuses_past_its_bound(
         inbox.put_nowait({"type": "stream.check"})
 
     assert inbox.get_nowait()["type"] == "stream.check"
-    assert (await inbox.get())["type"] == "session.event"
+    second = await inbox.next(5)
+    assert second is not None and second["type"] == "session.event"
     assert inbox.empty()
     with pytest.raises(asyncio.QueueEmpty):
         inbox.get_nowait()
@@ -46,14 +47,14 @@ async def test_an_inbox_hands_messages_over_in_order_and_refuses_past_its_bound(
 
 async def test_a_waiting_reader_wakes_on_the_next_message_and_times_out_without_one() -> None:
     inbox = LiveInbox(10)
-    reader = asyncio.create_task(live_next(inbox, 5))
+    reader = asyncio.create_task(inbox.next(5))
     await asyncio.sleep(0)
     inbox.put_nowait({"type": "stream.check"})
 
     assert await asyncio.wait_for(reader, 5) == {"type": "stream.check"}
-    assert await live_next(inbox, 0.01) is None
+    assert await inbox.next(0.01) is None
     inbox.put_nowait({"type": "stream.check"})  # a reader that timed out left no waiter behind
-    assert await live_next(inbox, 0.01) == {"type": "stream.check"}
+    assert await inbox.next(0.01) == {"type": "stream.check"}
 
 
 async def test_a_handshake_without_origin_skips_the_cookie_stack() -> None:
