@@ -61,14 +61,18 @@ def claim_local_database(first: int) -> int:
     )
 
 
-def local_redis_url() -> str:
+LOCAL_REDIS = "redis://127.0.0.1:6379"
+
+
+def local_first_database() -> int:
+    """The local Redis database this process tries first: ``AGENTSITE_TEST_REDIS_DB - N``."""
     base = int(os.environ.get("AGENTSITE_TEST_REDIS_DB", "15"))
     if base - XDIST_INDEX < 0:
         raise RuntimeError(
             f"xdist worker {XDIST_WORKER} would use Redis database {base - XDIST_INDEX}: "
             f"raise AGENTSITE_TEST_REDIS_DB ({base}) or run fewer workers"
         )
-    return f"redis://127.0.0.1:6379/{base - XDIST_INDEX}"
+    return base - XDIST_INDEX
 
 
 def with_database_offset(url: str, offset: int) -> str:
@@ -105,15 +109,14 @@ def choose_redis() -> tuple[str, bool]:
     """The Redis URL for the run, and whether the suite owns it (may flush it)."""
     if GIVEN_REDIS_URL:
         return with_database_offset(GIVEN_REDIS_URL, XDIST_INDEX), False
-    local = local_redis_url()
-    if redis_answers(local):
-        first = int(local.rsplit("/", 1)[1])
+    first = local_first_database()
+    if redis_answers(f"{LOCAL_REDIS}/{first}"):
         database = claim_local_database(first)
         if not GIVEN_TEST_DB:
             # Another run holds the usual database when this one did not get it, and
             # maybe the usual test database too.
             os.environ["AGENTSITE_TEST_DB"] = "test" if database == first else f"test_r{database}"
-        return f"{local.rsplit('/', 1)[0]}/{database}", True
+        return f"{LOCAL_REDIS}/{database}", True
     process, url = start_embedded_redis(Path(tempfile.mkdtemp(prefix="agentsite-redis-")))
     atexit.register(process.terminate)
     return url, True
