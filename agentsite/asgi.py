@@ -23,7 +23,9 @@ from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler  # noqa: E402
 
+from agentsite.core.heap import settle_long_lived  # noqa: E402
 from agentsite.core.telemetry import StreamsCounted  # noqa: E402
+from agentsite.core.wire import WireInScope  # noqa: E402
 from agentsite.middleware import BodyLimit, daphne_body_limit  # noqa: E402
 from agentsite.origin import BrowserOriginOrToken  # noqa: E402
 from jobs.mcp.endpoint import mcp_or  # noqa: E402
@@ -40,9 +42,13 @@ application = ProtocolTypeRouter(
         # BodyLimit: a body over AGENTSITE_MAX_BODY_BYTES is refused before it is buffered.
         "http": StreamsCounted(BodyLimit(mcp_or(ASGIStaticFilesHandler(django_asgi_app)))),
         # A handshake that may only use an API token (no Origin, or a token offered)
-        # skips the cookie and session middleware.
-        "websocket": StreamsCounted(
-            BrowserOriginOrToken(AuthMiddlewareStack(sockets), cookieless=sockets)
+        # skips the cookie and session middleware. WireInScope: stream frames are
+        # written straight to daphne's connection (agentsite.core.wire).
+        "websocket": WireInScope(
+            StreamsCounted(BrowserOriginOrToken(AuthMiddlewareStack(sockets), cookieless=sockets))
         ),
     }
 )
+
+# Start-up is done: what it built lives as long as the process (agentsite.core.heap).
+settle_long_lived()

@@ -279,6 +279,17 @@ AGENTSITE_TURN_TOOL_THREADS = env_int("AGENTSITE_TURN_TOOL_THREADS", 8)
 # Threads of a web process that run blocking tools called over MCP: a pool of
 # their own, so that a flood of slow calls waits there and never holds up requests.
 AGENTSITE_BLOCKING_TOOL_THREADS = env_int("AGENTSITE_BLOCKING_TOOL_THREADS", 4)
+# Thresholds of the cyclic garbage collector in web processes (agentsite.core.heap):
+# three integers, as gc.set_threshold takes them. CPython's own are 700,10,10.
+def env_gc_thresholds(name: str, default: tuple[int, int, int]) -> tuple[int, int, int]:
+    raw = env_list(name, [str(n) for n in default])
+    if len(raw) != 3 or not all(n.isdigit() and int(n) > 0 for n in raw):
+        CONFIG_ERRORS.append((name, f"{name}={','.join(raw)!r} is not three positive integers."))
+        return default
+    return int(raw[0]), int(raw[1]), int(raw[2])
+
+
+AGENTSITE_GC_THRESHOLDS = env_gc_thresholds("AGENTSITE_GC_THRESHOLDS", (50_000, 20, 10))
 # Threads of a web process that read session logs for its streams, each keeping a connection.
 AGENTSITE_STREAM_READ_THREADS = env_int("AGENTSITE_STREAM_READ_THREADS", 4)
 # On SIGTERM a turn worker lets running turns finish for this long, then hands

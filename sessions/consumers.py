@@ -24,6 +24,7 @@ from django.contrib.auth.models import AbstractBaseUser
 
 from agentsite.auth import api_token_for, token_credential
 from agentsite.core import fanout
+from agentsite.core.wire import Wire, text_frame_once, wire_of
 from agentsite.core.errors import DomainError
 from agentsite.core.queries import get_or_none
 from agentsite.credentials import Credential, CredentialRevoked
@@ -234,6 +235,9 @@ class SessionConsumer(AsyncWebsocketConsumer):
     live_queue_max = streams.LIVE_QUEUE_MAX
     # Set once the client is admitted and following; None while refused.
     forwarder: asyncio.Task[None] | None = None
+    # The daphne connection, when the socket is daphne's: frames are written to it
+    # directly (agentsite.core.wire), the ASGI send serving everything else.
+    wire: Wire | None = None
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         """Channels' consumer loop for a consumer without a channel layer: the client's
@@ -273,6 +277,8 @@ class SessionConsumer(AsyncWebsocketConsumer):
             return await self.close(CLOSE_NOT_FOUND)
         self.tail = streams.LogTail(session_id=session_id, owner_id=user.pk, after=after)
         self.live = streams.LiveInbox(self.live_queue_max)
+        self.idle_s = idle_check_s()
+        self.wire = wire_of(self.scope)
         self.subscription = fanout.join(session.group_name, self.enqueue)
         self.watch = streams.CredentialWatch(credential, self.enqueue)
         self.forwarder = asyncio.create_task(self.forward())
@@ -280,9 +286,13 @@ class SessionConsumer(AsyncWebsocketConsumer):
     async def forward(self) -> None:
         try:
             async for frame in streams.follow(
-                self.tail, self.live, self.subscription, idle_check_s(), self.watch
+                self.tail, self.live, self.subscription, self.idle_s, self.watch
             ):
-                if frame is not None:
+                if frame is None:
+                    continue
+                if self.wire is not None and self.wire.ready():
+                    self.wire.write(text_frame_once(streams.frame_json(frame)))
+                else:
                     await self.send(text_data=streams.frame_json(frame))
         except CredentialRevoked:
             # The token was revoked, the user deactivated or logged out.
@@ -292,9 +302,20 @@ class SessionConsumer(AsyncWebsocketConsumer):
             await self.close(1011)
 
     def enqueue(self, message: dict[str, Any]) -> None:
-        """Take a live message of the session's group (from the process's shared feed)."""
+        """Take a live message of the session's group (from the process's shared feed).
+
+        The next event for a follower waiting for it is written at once, in the
+        feed's loop over its followers (``streams.admit_parked``); anything else
+        wakes the forwarder.
+        """
         if self.forwarder is None or self.forwarder.done():
             return
+        wire = self.wire
+        if wire is not None and wire.ready():
+            frame = streams.admit_parked(self.tail, self.live, message, self.idle_s, self.watch)
+            if frame is not None:
+                wire.write(text_frame_once(streams.frame_json(frame)))
+                return
         try:
             self.live.put_nowait(cast(LiveMessage, message))
         except asyncio.QueueFull:

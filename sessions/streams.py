@@ -26,6 +26,7 @@ import functools
 import json
 import logging
 import time
+import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, ParamSpec, TypedDict, TypeVar, cast
 
@@ -247,12 +248,14 @@ class LiveInbox:
     ``asyncio.QueueFull`` once ``maxsize`` messages wait, as a Queue would.
     """
 
-    __slots__ = ("_head", "_items", "_waiter", "maxsize")
+    __slots__ = ("_head", "_items", "_timer", "_touched_at", "_waiter", "maxsize")
 
     def __init__(self, maxsize: int = LIVE_QUEUE_MAX) -> None:
         self._items: list[LiveMessage] = []
         self._head = 0
         self._waiter: asyncio.Future[None] | None = None
+        self._timer: asyncio.TimerHandle | None = None
+        self._touched_at = 0.0
         self.maxsize = maxsize
 
     def qsize(self) -> int:
@@ -260,6 +263,17 @@ class LiveInbox:
 
     def empty(self) -> bool:
         return self._head == len(self._items)
+
+    @property
+    def parked(self) -> bool:
+        """Whether the reader is waiting in ``next()`` and nothing is queued or on its way."""
+        waiter = self._waiter
+        return waiter is not None and not waiter.done() and self._head == len(self._items)
+
+    def touch(self) -> None:
+        """Count traffic that went past the queue (``admit_parked``): the reader's
+        ``next()`` times out ``timeout`` after the last message or touch."""
+        self._touched_at = time.monotonic()
 
     def put_nowait(self, message: LiveMessage) -> None:
         if self.qsize() >= self.maxsize:
@@ -295,12 +309,25 @@ class LiveInbox:
             raise RuntimeError("a LiveInbox has one reader")
         loop = asyncio.get_running_loop()
         waiter = self._waiter = loop.create_future()
-        timer = loop.call_later(timeout, _wake, waiter)
+        self._timer = loop.call_later(timeout, self._expire, timeout)
         try:
             await waiter
         finally:
             self._waiter = None
-            timer.cancel()
+            if self._timer is not None:
+                self._timer.cancel()
+                self._timer = None
+
+    def _expire(self, timeout: float) -> None:
+        waiter = self._waiter
+        if waiter is None or waiter.done():
+            return
+        remaining = self._touched_at + timeout - time.monotonic()
+        if remaining > 0:  # touched meanwhile: the quiet time starts from the touch
+            self._timer = asyncio.get_running_loop().call_later(remaining, self._expire, timeout)
+            return
+        self._timer = None
+        waiter.set_result(None)
 
 
 def _wake(waiter: asyncio.Future[None]) -> None:
@@ -313,12 +340,51 @@ def credential_read(credential: Credential) -> bool:
     return credential_holds(credential)
 
 
+# What this process last learnt of each credential, shared by all its followers:
+# when a read found it holding. Thousands of followers opened with one API token
+# (or one login) re-check it once per ``idle_s``, not once each.
+_confirmed: dict[Credential, float] = {}
+CONFIRMED_MAX = 10_000
+# Reads under way, per event loop, by (credential, the credentials.changed message
+# that prompted them or None): followers that need the same answer wait for one read.
+# A message's read is shared only by those that got that message, so none of them
+# can be answered by a read begun before the change it announces.
+_flights: weakref.WeakKeyDictionary[
+    asyncio.AbstractEventLoop, dict[tuple[Credential, int], tuple[object, asyncio.Future[bool]]]
+] = weakref.WeakKeyDictionary()
+
+
+async def credential_check(credential: Credential, cause: object | None = None) -> bool:
+    """Whether ``credential`` still holds, read once for every follower asking at the
+    same time (for the same ``cause``)."""
+    flights = _flights.setdefault(asyncio.get_running_loop(), {})
+    key = (credential, id(cause))
+    flight = flights.get(key)
+    if flight is None:
+        future = asyncio.ensure_future(credential_read(credential))
+        # The entry keeps ``cause`` alive, so its id names no other message meanwhile.
+        flights[key] = flight = (cause, future)
+        future.add_done_callback(lambda _: flights.pop(key, None))
+        future.add_done_callback(functools.partial(_confirm, credential, time.monotonic()))
+    return await asyncio.shield(flight[1])
+
+
+def _confirm(credential: Credential, asked_at: float, future: asyncio.Future[bool]) -> None:
+    if future.cancelled() or future.exception() is not None or not future.result():
+        _confirmed.pop(credential, None)
+        return
+    if len(_confirmed) >= CONFIRMED_MAX:
+        _confirmed.clear()
+    _confirmed[credential] = max(asked_at, _confirmed.get(credential, asked_at))
+
+
 class CredentialWatch:
     """Ends a follower whose credential no longer holds (see ``agentsite.credentials``).
 
     The follower's queue also gets its user's ``credentials.changed`` messages;
-    each prompts a re-read of the credential, and so do the follower's idle ticks
-    and, on a busy stream, the first message after ``idle_s`` without a check.
+    each prompts a re-read of the credential. The follower's idle ticks and, on a
+    busy stream, the first message after ``idle_s`` without a check prompt one
+    too, unless another follower of this process had it confirmed meanwhile.
     """
 
     def __init__(self, credential: Credential, deliver: fanout.Deliver) -> None:
@@ -326,19 +392,61 @@ class CredentialWatch:
         self.subscription = fanout.join(credentials_group(credential.user_id), deliver)
         self.checked_at = time.monotonic()
 
+    def fresh(self, idle_s: float, now: float) -> bool:
+        """Whether the credential was confirmed less than ``idle_s`` ago, by this follower
+        or another of this process."""
+        if now - self.checked_at < idle_s:
+            return True
+        confirmed = _confirmed.get(self.credential)
+        if confirmed is not None and now - confirmed < idle_s:
+            self.checked_at = confirmed
+            return True
+        return False
+
     async def check(self, message: LiveMessage | None, idle_s: float) -> None:
         """Raise CredentialRevoked if ``message`` (None: an idle tick) shows it has gone."""
         changed = message is not None and message["type"] == "credentials.changed"
         if changed and self.credential.ended_by(cast(CredentialsChangedMessage, message)):
             raise CredentialRevoked()
-        if changed or message is None or time.monotonic() - self.checked_at >= idle_s:
-            self.checked_at = time.monotonic()
-            try:
-                holds = await credential_read(self.credential)
-            except DATABASE_AWAY:
-                return  # the database is away: the next tick asks again
-            if not holds:
-                raise CredentialRevoked()
+        now = time.monotonic()
+        if not changed and self.fresh(idle_s, now):
+            return
+        try:
+            holds = await credential_check(self.credential, message if changed else None)
+        except DATABASE_AWAY:
+            return  # the database is away: the next tick asks again
+        self.checked_at = now
+        if not holds:
+            raise CredentialRevoked()
+
+
+def admit_parked(
+    tail: LogTail,
+    live: LiveInbox,
+    message: dict[str, Any],
+    idle_s: float,
+    watch: CredentialWatch | None = None,
+) -> Frame | None:
+    """The frame for ``message`` if it can go out now, from the feed's delivery, without
+    waking the follower; None if the message must go through ``live`` (``follow``).
+
+    That holds for the next event of the log, for a follower caught up and
+    parked in ``live`` with nothing queued, whose credential was checked less
+    than ``idle_s`` ago: ``follow`` would do nothing else with it than yield its
+    frame. A feed delivering to thousands of followers so writes each frame in
+    one loop, instead of waking thousands of tasks. The caller sends the frame
+    before anything else it sends (the cursor has moved past it).
+    """
+    if message["type"] != "session.event" or tail.run_id is not None or not live.parked:
+        return None
+    seq = int(message["seq"])
+    if seq != tail.cursor + 1:
+        return None
+    if watch is not None and not watch.fresh(idle_s, time.monotonic()):
+        return None
+    tail.cursor = seq
+    live.touch()
+    return tail.frame(cast(SessionEventMessage, message))
 
 
 async def follow(
