@@ -25,9 +25,9 @@ from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler  # noqa: 
 
 from agentsite.core.heap import settle_long_lived  # noqa: E402
 from agentsite.core.telemetry import StreamsCounted  # noqa: E402
-from agentsite.core.wire import WireInScope  # noqa: E402
 from agentsite.middleware import BodyLimit, daphne_body_limit  # noqa: E402
 from agentsite.origin import BrowserOriginOrToken  # noqa: E402
+from agentsite.wire import WireInScope  # noqa: E402
 from jobs.mcp.endpoint import mcp_or  # noqa: E402
 from sessions.routing import websocket_urlpatterns  # noqa: E402
 
@@ -43,7 +43,7 @@ application = ProtocolTypeRouter(
         "http": StreamsCounted(BodyLimit(mcp_or(ASGIStaticFilesHandler(django_asgi_app)))),
         # A handshake that may only use an API token (no Origin, or a token offered)
         # skips the cookie and session middleware. WireInScope: stream frames are
-        # written straight to daphne's connection (agentsite.core.wire).
+        # written straight to daphne's connection (agentsite.wire).
         "websocket": WireInScope(
             StreamsCounted(BrowserOriginOrToken(AuthMiddlewareStack(sockets), cookieless=sockets))
         ),

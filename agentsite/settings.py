@@ -279,6 +279,8 @@ AGENTSITE_TURN_TOOL_THREADS = env_int("AGENTSITE_TURN_TOOL_THREADS", 8)
 # Threads of a web process that run blocking tools called over MCP: a pool of
 # their own, so that a flood of slow calls waits there and never holds up requests.
 AGENTSITE_BLOCKING_TOOL_THREADS = env_int("AGENTSITE_BLOCKING_TOOL_THREADS", 4)
+
+
 # Thresholds of the cyclic garbage collector in web processes (agentsite.core.heap):
 # three integers, as gc.set_threshold takes them. CPython's own are 700,10,10.
 def env_gc_thresholds(name: str, default: tuple[int, int, int]) -> tuple[int, int, int]:

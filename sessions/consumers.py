@@ -24,12 +24,12 @@ from django.contrib.auth.models import AbstractBaseUser
 
 from agentsite.auth import api_token_for, token_credential
 from agentsite.core import fanout
-from agentsite.core.wire import Wire, text_frame_once, wire_of
 from agentsite.core.errors import DomainError
 from agentsite.core.queries import get_or_none
 from agentsite.credentials import Credential, CredentialRevoked
 from agentsite.models import ApiToken
 from agentsite.origin import offered_api_token
+from agentsite.wire import Wire, text_frame_once, wire_of
 from sessions import services, streams
 from sessions.models import AgentSession
 from sessions.payloads import LiveMessage
@@ -236,7 +236,7 @@ class SessionConsumer(AsyncWebsocketConsumer):
     # Set once the client is admitted and following; None while refused.
     forwarder: asyncio.Task[None] | None = None
     # The daphne connection, when the socket is daphne's: frames are written to it
-    # directly (agentsite.core.wire), the ASGI send serving everything else.
+    # directly (agentsite.wire), the ASGI send serving everything else.
     wire: Wire | None = None
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:

@@ -104,7 +104,8 @@ class Wire:
         transport = self.protocol.transport
         if transport is None:
             return 0
-        return len(transport.dataBuffer) - transport.offset + transport._tempDataLen
+        pending: int = len(transport.dataBuffer) - transport.offset + transport._tempDataLen
+        return pending
 
 
 class WireInScope:
