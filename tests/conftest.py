@@ -246,6 +246,15 @@ def wait_for_workers(queue_name: str, count: int, timeout: float = 30) -> None:
         time.sleep(0.1)
 
 
+def wait_for_idle_workers(queue_name: str, timeout: float = 60) -> None:
+    """Until no worker on ``queue_name`` runs a job: a job of an earlier test that ends
+    hands its freed slot to whatever job the database holds, the next test's included."""
+    queue = django_rq.get_queue(queue_name)
+    wait_until(
+        lambda: all(w.get_state() != "busy" for w in Worker.all(queue=queue)), timeout=timeout
+    )
+
+
 @pytest.fixture(scope="session")
 def processes(django_db_setup: None, django_db_blocker: Any) -> Iterator[Processes]:
     procs = Processes()

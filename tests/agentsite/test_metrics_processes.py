@@ -16,7 +16,7 @@ from websockets.typing import Subprotocol
 
 from tests.agentsite.scrape import Samples, samples_of, value
 from tests.agentsite.test_outages import OwnRedis, headers_for, own_redis, start_job
-from tests.conftest import ARTIFACTS, Processes, wait_until
+from tests.conftest import ARTIFACTS, Processes, wait_for_idle_workers, wait_until
 from tests.sessions.test_stream_clients import daphne_serve
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -30,8 +30,11 @@ def scrape(base: str, headers: dict[str, str]) -> Samples:
 
 
 def test_queues_come_from_redis_and_a_redis_outage_is_reported_not_failed(
-    processes: Processes, own_redis: OwnRedis, user: Any, make_user: Any
+    processes: Processes, own_redis: OwnRedis, user: Any, make_user: Any, no_scheduler: None
 ) -> None:
+    # This test's tool jobs must stay held or in its own Redis: neither the sweep nor
+    # the end of an earlier test's job (which hands freed slots over) may take them.
+    wait_for_idle_workers("tools")
     env = {"REDIS_URL": own_redis.url, "AGENTSITE_REDIS_PREFIX": f"metrics-{uuid.uuid4().hex}"}
     base = daphne_serve(processes, "daphne-metrics-redis", env=env)
     operator = headers_for(make_user("operator", is_staff=True))
