@@ -22,11 +22,11 @@ middleware: none in agentsite's websocket stack looks at data frames.
 from __future__ import annotations
 
 import functools
+import sys
 from typing import Any
 
 from autobahn.websocket.protocol import WebSocketProtocol as AutobahnProtocol
-from daphne.server import Server
-from daphne.ws_protocol import WebSocketProtocol
+from twisted.internet import tcp
 
 OPCODE_TEXT_FIN = 0x81
 SCOPE_KEY = "agentsite.wire"
@@ -50,29 +50,39 @@ class Wire:
 
     __slots__ = ("protocol",)
 
-    def __init__(self, protocol: WebSocketProtocol) -> None:
+    def __init__(self, protocol: Any) -> None:
         self.protocol = protocol
 
     @classmethod
     def of(cls, send: Any) -> Wire | None:
-        """The wire under ``send`` (the ``send`` daphne gave the application), if it is daphne's."""
+        """The wire under ``send`` (the ``send`` daphne gave the application), if it is daphne's.
+
+        Daphne is looked up, not imported: importing it installs a Twisted reactor,
+        which a process served by anything else must not get from agentsite.
+        """
+        server = getattr(sys.modules.get("daphne.server"), "Server", None)
+        protocol = getattr(sys.modules.get("daphne.ws_protocol"), "WebSocketProtocol", None)
         if (
-            isinstance(send, functools.partial)
-            and isinstance(getattr(send.func, "__self__", None), Server)
+            server is not None
+            and protocol is not None
+            and isinstance(send, functools.partial)
+            and isinstance(getattr(send.func, "__self__", None), server)
             and send.args
-            and isinstance(send.args[0], WebSocketProtocol)
+            and isinstance(send.args[0], protocol)
         ):
             return cls(send.args[0])
         return None
 
     def ready(self) -> bool:
-        """Whether a frame may be written now: open, uncompressed, nothing queued before it."""
+        """Whether a frame may be written now: open, uncompressed, nothing queued before it,
+        on a plain TCP socket (a TLS connection's bytes must pass its TLS layer)."""
         protocol = self.protocol
         return (
             protocol.state == AutobahnProtocol.STATE_OPEN
             and protocol._perMessageCompress is None
             and not protocol.send_queue
-            and protocol.transport is not None
+            and isinstance(protocol.transport, tcp.Connection)
+            and protocol.transport.TLS is False
         )
 
     def write(self, frame: bytes) -> None:
@@ -98,14 +108,6 @@ class Wire:
                 sent = 0
         if sent < len(frame):
             transport.write(frame[sent:] if sent else frame)
-
-    def backlog(self) -> int:
-        """Bytes written but not yet taken by the socket (the client reads too slowly)."""
-        transport = self.protocol.transport
-        if transport is None:
-            return 0
-        pending: int = len(transport.dataBuffer) - transport.offset + transport._tempDataLen
-        return pending
 
 
 class WireInScope:

@@ -71,10 +71,11 @@ async def test_a_scope_without_daphne_passes_through_unchanged() -> None:
     assert seen == [{"type": "websocket", "path": "/ws/"}]
 
 
-def test_the_web_process_freezes_its_start_up_and_uses_the_configured_thresholds() -> None:
+def test_the_web_process_freezes_its_start_up_and_installs_no_reactor_of_its_own() -> None:
     script = (
-        "import gc, json, agentsite.asgi; "
-        "print(json.dumps([gc.get_threshold(), gc.get_freeze_count()]))"
+        "import gc, json, sys, agentsite.asgi; "
+        "print(json.dumps([gc.get_threshold(), gc.get_freeze_count(), "
+        "'twisted.internet.reactor' in sys.modules]))"
     )
     env = {**subprocess_env(), "AGENTSITE_GC_THRESHOLDS": "40000,15,8"}
     out = subprocess.run(
@@ -86,7 +87,10 @@ def test_the_web_process_freezes_its_start_up_and_uses_the_configured_thresholds
         check=True,
         timeout=120,
     ).stdout
-    thresholds, frozen = json.loads(out.strip().splitlines()[-1])
+    thresholds, frozen, reactor = json.loads(out.strip().splitlines()[-1])
     assert thresholds == [40000, 15, 8]
+    # Finding daphne's connection never imports daphne: no Twisted reactor is installed
+    # in a process that another server runs.
+    assert reactor is False
     # Everything start-up built (Django, the URL patterns, the models) is frozen.
     assert frozen > 50_000
