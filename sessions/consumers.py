@@ -288,11 +288,7 @@ class SessionConsumer(AsyncWebsocketConsumer):
             async for frame in streams.follow(
                 self.tail, self.live, self.subscription, self.idle_s, self.watch
             ):
-                if frame is None:
-                    continue
-                if self.wire is not None and self.wire.ready():
-                    self.wire.write(text_frame_once(streams.frame_json(frame)))
-                else:
+                if frame is not None and not self.write_now(frame):
                     await self.send(text_data=streams.frame_json(frame))
         except CredentialRevoked:
             # The token was revoked, the user deactivated or logged out.
@@ -300,6 +296,13 @@ class SessionConsumer(AsyncWebsocketConsumer):
         except Exception:
             log.exception("stream of %s failed", self.tail.session_id)
             await self.close(1011)
+
+    def write_now(self, frame: streams.Frame) -> bool:
+        """Write ``frame`` straight to daphne's socket if it can be (agentsite.wire)."""
+        if self.wire is None or not self.wire.ready():
+            return False
+        self.wire.write(text_frame_once(streams.frame_json(frame)))
+        return True
 
     def enqueue(self, message: dict[str, Any]) -> None:
         """Take a live message of the session's group (from the process's shared feed).
@@ -310,11 +313,10 @@ class SessionConsumer(AsyncWebsocketConsumer):
         """
         if self.forwarder is None or self.forwarder.done():
             return
-        wire = self.wire
-        if wire is not None and wire.ready():
+        if self.wire is not None and self.wire.ready():
             frame = streams.admit_parked(self.tail, self.live, message, self.idle_s, self.watch)
             if frame is not None:
-                wire.write(text_frame_once(streams.frame_json(frame)))
+                self.write_now(frame)  # ready, as just checked: written
                 return
         try:
             self.live.put_nowait(cast(LiveMessage, message))

@@ -268,12 +268,12 @@ class LiveInbox:
     def parked(self) -> bool:
         """Whether the reader is waiting in ``next()`` and nothing is queued or on its way."""
         waiter = self._waiter
-        return waiter is not None and not waiter.done() and self._head == len(self._items)
+        return waiter is not None and not waiter.done() and self.empty()
 
-    def touch(self) -> None:
-        """Count traffic that went past the queue (``admit_parked``): the reader's
-        ``next()`` times out ``timeout`` after the last message or touch."""
-        self._touched_at = time.monotonic()
+    def touch(self, now: float) -> None:
+        """Count traffic that went past the queue at ``now`` (``admit_parked``): the
+        reader's ``next()`` times out ``timeout`` after the last message or touch."""
+        self._touched_at = now
 
     def put_nowait(self, message: LiveMessage) -> None:
         if self.qsize() >= self.maxsize:
@@ -442,10 +442,11 @@ def admit_parked(
     seq = int(message["seq"])
     if seq != tail.cursor + 1:
         return None
-    if watch is not None and not watch.fresh(idle_s, time.monotonic()):
+    now = time.monotonic()
+    if watch is not None and not watch.fresh(idle_s, now):
         return None
     tail.cursor = seq
-    live.touch()
+    live.touch(now)
     return tail.frame(cast(SessionEventMessage, message))
 
 

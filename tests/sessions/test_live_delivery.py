@@ -4,10 +4,13 @@ checks shared by a process's followers (streams.credential_check)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
+from channels.db import database_sync_to_async
 
 from agentsite.auth import token_credential
 from agentsite.credentials import Credential, CredentialRevoked
@@ -82,8 +85,21 @@ async def test_an_admitted_event_counts_as_traffic_for_the_idle_tick() -> None:
     assert time.monotonic() - started >= 0.5
 
 
-async def follower_watch(credential: Credential) -> streams.CredentialWatch:
-    return streams.CredentialWatch(credential, lambda message: None)
+@contextlib.asynccontextmanager
+async def watching(
+    credential: Credential, count: int, *, due: bool = False
+) -> AsyncIterator[list[streams.CredentialWatch]]:
+    """``count`` followers' watches of ``credential`` (``due``: all of them due for a check,
+    as followers that connected together are), left at the end."""
+    watches = [streams.CredentialWatch(credential, lambda message: None) for _ in range(count)]
+    if due:
+        for watch in watches:
+            watch.checked_at -= 60
+    try:
+        yield watches
+    finally:
+        for watch in watches:
+            await watch.subscription.leave()
 
 
 @pytest.fixture
@@ -101,66 +117,47 @@ def reads(monkeypatch: pytest.MonkeyPatch) -> list[Credential]:
     return done
 
 
-async def token_credential_of(user: Any) -> Credential:
-    from channels.db import database_sync_to_async
-
-    @database_sync_to_async
-    def issue() -> Credential:
-        token, _ = ApiToken.issue(user=user, name="followers")
-        return token_credential(token)
-
-    return await issue()
+@database_sync_to_async
+def token_credential_of(user: Any) -> Credential:
+    token, _ = ApiToken.issue(user=user, name="followers")
+    return token_credential(token)
 
 
 async def test_followers_of_one_credential_due_for_a_check_share_one_read(
     user: Any, reads: list[Credential]
 ) -> None:
     credential = await token_credential_of(user)
-    watches = [await follower_watch(credential) for _ in range(50)]
-    for watch in watches:
-        watch.checked_at -= 60  # all due, as followers that connected together are
-
-    await asyncio.gather(*(watch.check(event(1), idle_s=30) for watch in watches))  # type: ignore[arg-type]
-    assert reads == [credential]
-    # Confirmed for all of them: the next events need no read, and can be admitted.
-    assert all(watch.fresh(30, time.monotonic()) for watch in watches)
-    await asyncio.gather(*(watch.check(event(2), idle_s=30) for watch in watches))  # type: ignore[arg-type]
-    assert reads == [credential]
-    for watch in watches:
-        await watch.subscription.leave()
+    async with watching(credential, 50, due=True) as watches:
+        await asyncio.gather(*(watch.check(event(1), idle_s=30) for watch in watches))  # type: ignore[arg-type]
+        assert reads == [credential]
+        # Confirmed for all of them: the next events need no read, and can be admitted.
+        assert all(watch.fresh(30, time.monotonic()) for watch in watches)
+        await asyncio.gather(*(watch.check(event(2), idle_s=30) for watch in watches))  # type: ignore[arg-type]
+        assert reads == [credential]
 
 
 async def test_a_change_is_read_again_even_right_after_a_confirmation(
     user: Any, reads: list[Credential]
 ) -> None:
     credential = await token_credential_of(user)
-    watches = [await follower_watch(credential) for _ in range(10)]
-    await watches[0].check(None, idle_s=0)  # an idle tick confirms it
-    assert reads == [credential]
+    async with watching(credential, 10) as watches:
+        await watches[0].check(None, idle_s=0)  # an idle tick confirms it
+        assert reads == [credential]
 
-    changed = {"type": "credentials.changed", "session": ""}
-    await asyncio.gather(*(watch.check(changed, idle_s=30) for watch in watches))  # type: ignore[arg-type]
-    assert reads == [credential, credential]  # one more read, shared by all ten
-    for watch in watches:
-        await watch.subscription.leave()
+        changed = {"type": "credentials.changed", "session": ""}
+        await asyncio.gather(*(watch.check(changed, idle_s=30) for watch in watches))  # type: ignore[arg-type]
+        assert reads == [credential, credential]  # one more read, shared by all ten
 
 
 async def test_a_revoked_credential_ends_every_follower_sharing_the_read(
     user: Any, reads: list[Credential]
 ) -> None:
-    from channels.db import database_sync_to_async
-
     credential = await token_credential_of(user)
-    watches = [await follower_watch(credential) for _ in range(10)]
-    await database_sync_to_async(ApiToken.objects.filter(user=user).delete)()
-    for watch in watches:
-        watch.checked_at -= 60
-
-    results = await asyncio.gather(
-        *(watch.check(None, idle_s=30) for watch in watches), return_exceptions=True
-    )
+    async with watching(credential, 10, due=True) as watches:
+        await database_sync_to_async(ApiToken.objects.filter(user=user).delete)()
+        results = await asyncio.gather(
+            *(watch.check(None, idle_s=30) for watch in watches), return_exceptions=True
+        )
     assert all(isinstance(result, CredentialRevoked) for result in results)
     assert reads == [credential]
     assert credential not in streams._confirmed
-    for watch in watches:
-        await watch.subscription.leave()
