@@ -100,6 +100,11 @@ async def sse_body(
                     return  # too slow: the client reconnects with Last-Event-ID
                 if frame is None:
                     if until_run_ends and tail.run_id and await run_is_finished(tail.run_id):
+                        # The run may have ended after the last read of the log: its
+                        # last events, run_finished among them, committed with its
+                        # status, so one more read brings the client to the end.
+                        async for last in tail.replay():
+                            yield sse_event(last)
                         return
                     yield ": heartbeat\n\n"
                     continue

@@ -2,15 +2,23 @@
 
 from __future__ import annotations
 
+import json
 import threading
+from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
 import pytest
+from channels.db import database_sync_to_async
 
+from agentsite.auth import token_credential
+from agentsite.credentials import Credential
+from agentsite.models import ApiToken
 from sessions.events import event_append
 from sessions.models import AgentSession, Run
 from sessions.runs import run_complete, run_start
+from sessions.sse import sse_body
+from sessions.streams import Frame, LogTail
 from sessions.tokens import run_token_seq
 from tests.conftest import Processes, api_client_for
 from tests.sessions.test_stream_clients import daphne_serve, sse_events
@@ -101,3 +109,43 @@ def test_a_session_token_is_not_a_run_token(base_url: str, user: Any, other_user
     assert (refused.status_code, refused.json()["error"]["code"]) == (404, "not_found")
     foreign = httpx.get(f"{base_url}/api/runs/{run.id}/stream", headers=bearer(other_user))
     assert foreign.status_code == 404
+
+
+class FinishingAfterFirstRead(LogTail):
+    """A tail whose run ends right after its first read of the log: the moment a
+    slow client or a busy server can land in between."""
+
+    def __init__(self, run: Run) -> None:
+        super().__init__(session_id=run.session_id, owner_id=run.owner_id, after=0, run_id=run.id)
+        self.run = run
+        self.reads = 0
+
+    async def replay(self, upto: int | None = None) -> AsyncIterator[Frame]:
+        async for frame in super().replay(upto):
+            yield frame
+        self.reads += 1
+        if self.reads == 1:
+            await database_sync_to_async(finish_run)(self.run)
+
+
+def finish_run(run: Run) -> None:
+    delta(run, "lo")
+    run_complete(run_id=run.id, usage={})
+
+
+async def test_a_run_that_ends_between_two_reads_still_ends_with_run_finished(
+    processes: Processes, user: Any
+) -> None:
+    run = await database_sync_to_async(running_run)(user)
+    credential = await database_sync_to_async(token_holder)(user)
+    group = f"{AgentSession.group_prefix()}{run.session_id}"
+    tail = FinishingAfterFirstRead(run)
+    body = [chunk async for chunk in sse_body(tail, group, credential, until_run_ends=True)]
+    lines = [line for chunk in body for line in chunk.splitlines()]
+    frames = [json.loads(line.removeprefix("data: ")) for line in lines if line.startswith("data:")]
+    assert [f["kind"] for f in frames] == ["run_started", "assistant_delta", "run_finished"]
+
+
+def token_holder(user: Any) -> Credential:
+    api_token, _ = ApiToken.issue(user=user, name="test")
+    return token_credential(api_token)
