@@ -8,6 +8,7 @@ reason — except under ``CI=true``, where a missing browser fails the run.
 
 from __future__ import annotations
 
+import fcntl
 import os
 import shutil
 import subprocess
@@ -50,29 +51,41 @@ def chromium_find() -> str | None:
     return None
 
 
-def chromium_install() -> None:
-    """Install Debian's chromium when this process may (root with apt-get)."""
+def chromium_install() -> str:
+    """Install Debian's chromium when this process may (root with apt-get); why not if not.
+
+    The suite's xdist workers may all get here at once: a file lock lets one run
+    apt-get while the others wait for it and then find the browser it installed.
+    """
     if os.geteuid() != 0 or shutil.which("apt-get") is None:
-        return
+        return "it could not be installed (needs root and apt-get)"
     env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-    subprocess.run(["apt-get", "update"], env=env, capture_output=True, timeout=600, check=False)
-    subprocess.run(
-        ["apt-get", "install", "-y", "--no-install-recommends", "chromium"],
-        env=env,
-        capture_output=True,
-        timeout=1200,
-        check=False,
-    )
+    with open("/tmp/agentsite-chromium-install.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if chromium_find() is not None:
+            return ""
+        update = ["apt-get", "update"]
+        subprocess.run(update, env=env, capture_output=True, timeout=600, check=False)
+        done = subprocess.run(
+            ["apt-get", "install", "-y", "--no-install-recommends", "chromium"],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=1200,
+            check=False,
+        )
+    said = (done.stderr or done.stdout).strip().splitlines()
+    return f"apt-get install chromium failed: {said[-1] if said else done.returncode}"
 
 
 @pytest.fixture(scope="session")
 def chromium_path() -> str:
     path = chromium_find()
     if path is None:
-        chromium_install()
+        why = chromium_install()
         path = chromium_find()
     if path is None:
-        no_browser("no Chromium at /usr/bin/chromium and it could not be installed (need root)")
+        no_browser(f"no Chromium at /usr/bin/chromium and {why}")
     assert path is not None
     return path
 
