@@ -52,14 +52,23 @@ def describe(
     return rate
 
 
-def cpu_seconds(procs: list[subprocess.Popen[bytes]]) -> float:
-    """CPU time of the workers and of the work horses they forked and reaped."""
+def cpu_seconds(procs: list[subprocess.Popen[bytes]]) -> tuple[float, float]:
+    """CPU time of the workers, and of the work horses they forked and reaped."""
     ticks = os.sysconf("SC_CLK_TCK")
-    total = 0
+    own = horses = 0
     for proc in procs:
         fields = Path(f"/proc/{proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
-        total += sum(int(f) for f in fields[11:15])  # utime stime cutime cstime
-    return total / ticks
+        own += int(fields[11]) + int(fields[12])  # utime stime
+        horses += int(fields[13]) + int(fields[14])  # cutime cstime
+    return own / ticks, horses / ticks
+
+
+def cpu_line(name: str, before: tuple[float, float], after: tuple[float, float]) -> str:
+    own, horses = after[0] - before[0], after[1] - before[1]
+    return (
+        f"{name} {1000 * (own + horses) / N_JOBS:.1f} ms"
+        f" (worker {1000 * own / N_JOBS:.1f}, horse {1000 * horses / N_JOBS:.1f})"
+    )
 
 
 def bench_raw_rq(count: int) -> float:
@@ -181,12 +190,12 @@ def main() -> int:
             # Alternate the two in every round: the machine's drift hits both alike.
             before = cpu_seconds(workers)
             raw_rate = bench_raw_rq(N_JOBS)
-            raw_cpu, before = cpu_seconds(workers) - before, cpu_seconds(workers)
+            middle = cpu_seconds(workers)
             api_rate = bench_job_api(client, N_JOBS, f"run{round_no}")
-            api_cpu = cpu_seconds(workers) - before
+            after = cpu_seconds(workers)
             print(
-                f"workers  CPU per job: raw RQ {1000 * raw_cpu / N_JOBS:.1f} ms,"
-                f" job API {1000 * api_cpu / N_JOBS:.1f} ms;"
+                f"workers  CPU per job: {cpu_line('raw RQ', before, middle)},"
+                f" {cpu_line('job API', middle, after)};"
                 f" round {round_no + 1} ratio {api_rate / raw_rate:.2f}"
             )
             ratios.append(api_rate / raw_rate)

@@ -25,12 +25,14 @@ job cancelled meanwhile is never handed over. Nothing here changes
 from __future__ import annotations
 
 import logging
+import time
 from collections import Counter
+from typing import Any, cast
 
 import django_rq
 from django.conf import settings
 from django.db import DatabaseError, connections, transaction
-from django.db.models import Count, QuerySet
+from django.db.models import QuerySet
 from django.utils import timezone
 from redis.exceptions import RedisError
 from rq import worker_registration
@@ -89,7 +91,7 @@ def jobs_dispatch() -> int:
     Call it outside any transaction (after a commit): the RQ enqueues follow its own.
     """
     slots = slots_total()
-    if not held().exists() or in_flight().count() >= slots:
+    if not _any_held() or _in_flight_count() >= slots:
         # Nothing to hand over, or no slot free: no lock to take. A job held, or a
         # slot freed, after this look asks for a dispatch of its own when it commits.
         return 0
@@ -114,7 +116,7 @@ def jobs_dispatch_freed(slots: int | None) -> None:
         return
     try:
         with transaction.atomic():
-            if held().exists():
+            if _any_held():
                 _dispatch_lock()
                 _slots_fill(slots)
     except DatabaseError as exc:
@@ -122,17 +124,34 @@ def jobs_dispatch_freed(slots: int | None) -> None:
         transaction.on_commit(jobs_dispatch_after_commit)
 
 
+# How long a job's end trusts the slot count the last end in this process read. A
+# worker ends jobs back to back, and the count costs three Redis round trips; a
+# worker that came or went meanwhile is seen by the next dispatch after that (each
+# POST and each sweep reads the count afresh).
+SLOTS_COUNT_FRESH_S = 1.0
+_slots_read: tuple[float, int] | None = None
+
+
 def slots_total_or_none() -> int | None:
-    """``slots_total``, or None while Redis does not answer."""
+    """``slots_total`` as a job's end reads it (kept ``SLOTS_COUNT_FRESH_S``), or None
+    while Redis does not answer."""
+    global _slots_read
+    counted = settings.AGENTSITE_JOB_SLOTS <= 0
+    now = time.monotonic()
+    if counted and _slots_read is not None and now - _slots_read[0] < SLOTS_COUNT_FRESH_S:
+        return _slots_read[1]
     try:
-        return slots_total()
+        slots = slots_total()
     except RedisError:
         return None
+    if counted:
+        _slots_read = (now, slots)
+    return slots
 
 
 def _slots_fill(slots: int) -> int:
     """Under the dispatch lock: hand held jobs over while fewer than ``slots`` are in flight."""
-    load = Counter(dict(in_flight().values_list("owner_id").annotate(n=Count("id")).order_by()))
+    load = _in_flight_per_owner()
     free = slots - sum(load.values())
     handed = 0
     while free > 0:
@@ -169,28 +188,69 @@ def _dispatch_lock() -> None:
 HeldJob = tuple[str, int, float]  # id, owner_id, timeout_s
 
 
+# The dispatch runs at every job's end, inside that end's transaction, so its few
+# statements are written out once rather than built by the ORM each time (which
+# costs several times what the database spends on them). They say what ``held()``
+# and ``in_flight()`` say, in the terms of the partial indexes made for them
+# (``job_held_idx``, ``job_in_flight_idx``).
+_JOB = Job._meta.db_table
+_HELD = "status = 'queued' AND enqueued_at IS NULL AND ready_at IS NOT NULL"
+_IN_FLIGHT = "status IN ('queued', 'running') AND enqueued_at IS NOT NULL"
+
+
+def _rows(sql: str, params: list[Any]) -> list[tuple[Any, ...]]:
+    with connections[Job.objects.db].cursor() as cursor:
+        cursor.execute(sql, params)
+        return list(cursor.fetchall())
+
+
+def _any_held() -> bool:
+    return bool(_rows(f"SELECT 1 FROM {_JOB} WHERE {_HELD} LIMIT 1", []))
+
+
+def _in_flight_count() -> int:
+    return int(_rows(f"SELECT COUNT(*) FROM {_JOB} WHERE {_IN_FLIGHT}", [])[0][0])
+
+
+def _in_flight_per_owner() -> Counter[int]:
+    sql = f"SELECT owner_id, COUNT(*) FROM {_JOB} WHERE {_IN_FLIGHT} GROUP BY owner_id"
+    return Counter({owner: n for owner, n in _rows(sql, [])})
+
+
 def _next_held(load: Counter[int]) -> HeldJob | None:
     """The oldest held job of the owners with the fewest jobs in flight."""
-    idle = _oldest(held().exclude(owner_id__in=list(load)))
+    idle = _oldest("NOT IN", list(load))
     if idle is not None:
         return idle
     for level in sorted(set(load.values())):
-        owners = [owner for owner, n in load.items() if n == level]
-        busy = _oldest(held().filter(owner_id__in=owners))
+        busy = _oldest("IN", [owner for owner, n in load.items() if n == level])
         if busy is not None:
             return busy
     return None
 
 
-def _oldest(jobs: QuerySet[Job]) -> HeldJob | None:
-    return jobs.values_list("id", "owner_id", "timeout_s").first()
+def _oldest(match: str, owners: list[int]) -> HeldJob | None:
+    """The oldest held job whose owner is (``IN``) or is not (``NOT IN``) one of ``owners``."""
+    where = _HELD
+    if owners:
+        where += f" AND owner_id {match} ({', '.join(['%s'] * len(owners))})"
+    elif match == "IN":
+        return None
+    sql = f"SELECT id, owner_id, timeout_s FROM {_JOB} WHERE {where} ORDER BY ready_at, id LIMIT 1"
+    rows = _rows(sql, owners)
+    return cast(HeldJob, rows[0]) if rows else None
 
 
 def job_hand_over(*, job_id: str, timeout_s: float) -> bool:
     """Mark a held job handed over and enqueue it once this commits; False if it is not held."""
-    handed = held().order_by().filter(id=job_id).update(enqueued_at=timezone.now())
-    if handed != 1:
-        return False
+    connection = connections[Job.objects.db]
+    now = connection.ops.adapt_datetimefield_value(timezone.now())
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"UPDATE {_JOB} SET enqueued_at = %s WHERE id = %s AND {_HELD}", [now, job_id]
+        )
+        if cursor.rowcount != 1:
+            return False
     transaction.on_commit(lambda: rq_enqueue_or_leave(job_id, timeout_s))
     return True
 

@@ -20,10 +20,9 @@ import logging
 import sqlite3
 from collections.abc import Iterable, Sequence
 from datetime import timedelta
-from typing import Any, cast
+from typing import Any
 
 from django.db import connections, transaction
-from django.db.models.sql.subqueries import UpdateQuery
 from django.utils import timezone
 
 from jobs import dispatch, hooks
@@ -55,23 +54,66 @@ def _compare_and_set(job_id: str, sources: Iterable[str], fields: dict[str, Any]
     """``UPDATE … WHERE id = job_id AND status IN sources``; the updated row, or None.
 
     PostgreSQL and SQLite 3.35+ return the row from the UPDATE itself
-    (``RETURNING``), which saves reading it back on every transition.
+    (``RETURNING``), which saves reading it back on every transition. Every job
+    goes through two of these and a worker does them back to back, so the
+    statement is written out here, with the ORM's own conversion of each value
+    (``get_db_prep_save``) and of each column read back (its converters).
     """
-    matching = Job.objects.filter(id=job_id, status__in=list(sources))
-    connection = connections[matching.db]
+    sources = list(sources)
+    connection = connections[Job.objects.db]
     if not _returns_from_update(connection):
-        if matching.update(**fields) != 1:
+        if Job.objects.filter(id=job_id, status__in=sources).update(**fields) != 1:
             return None
         return Job.objects.get(id=job_id)
-    query = cast(UpdateQuery, matching.query.chain(UpdateQuery))
-    query.add_update_values(fields)
-    compiler = query.get_compiler(connection=connection)
-    compiler.pre_sql_setup()
-    sql, params = compiler.as_sql()
     quote = connection.ops.quote_name
-    columns = ", ".join(quote(str(f.column)) for f in Job._meta.concrete_fields)
-    rows = list(Job.objects.raw(f"{sql} RETURNING {columns}", params, using=connection.alias))
-    return rows[0] if rows else None
+    returned = _returned_columns(connection)
+    assignments, params = [], []
+    for name, value in fields.items():
+        field = returned.fields[name]
+        assignments.append(f"{quote(str(field.column))} = %s")
+        params.append(field.get_db_prep_save(value, connection))
+    sql = (
+        f"UPDATE {quote(Job._meta.db_table)} SET {', '.join(assignments)}"
+        f" WHERE {quote('id')} = %s AND {quote('status')} IN ({', '.join(['%s'] * len(sources))})"
+        f" RETURNING {returned.columns}"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [*params, job_id, *sources])
+        row = cursor.fetchone()
+    return None if row is None else returned.job(connection, row)
+
+
+class _Returned:
+    """Every column of a job, as an UPDATE's RETURNING lists them and as a model reads them."""
+
+    def __init__(self, connection: Any) -> None:
+        concrete = Job._meta.concrete_fields
+        self.fields = {f.name: f for f in concrete} | {f.attname: f for f in concrete}
+        self.columns = ", ".join(connection.ops.quote_name(f.column) for f in concrete)
+        self.attnames = [f.attname for f in concrete]
+        self.converters = []
+        for i, f in enumerate(concrete):
+            column = f.get_col(Job._meta.db_table)
+            converters = connection.ops.get_db_converters(column) + f.get_db_converters(connection)
+            if converters:
+                self.converters.append((i, column, converters))
+
+    def job(self, connection: Any, row: Sequence[Any]) -> Job:
+        values = list(row)
+        for i, column, converters in self.converters:
+            for convert in converters:
+                values[i] = convert(values[i], column, connection)
+        return Job.from_db(connection.alias, self.attnames, values)
+
+
+_RETURNED: dict[str, _Returned] = {}
+
+
+def _returned_columns(connection: Any) -> _Returned:
+    returned = _RETURNED.get(connection.alias)
+    if returned is None:
+        returned = _RETURNED[connection.alias] = _Returned(connection)
+    return returned
 
 
 def _returns_from_update(connection: Any) -> bool:
