@@ -85,6 +85,11 @@ class Wire:
             and protocol.transport.TLS is False
         )
 
+    def unsent(self) -> int:
+        """Bytes written to this socket that the client has not taken yet (Twisted's buffer)."""
+        transport = self.protocol.transport
+        return int(len(transport.dataBuffer) - transport.offset + transport._tempDataLen)
+
     def write(self, frame: bytes) -> None:
         """Write ``frame`` (``text_frame``'s bytes); call only while ``ready()``.
 

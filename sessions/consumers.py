@@ -279,6 +279,7 @@ class SessionConsumer(AsyncWebsocketConsumer):
         self.live = streams.LiveInbox(self.live_queue_max)
         self.idle_s = idle_check_s()
         self.wire = wire_of(self.scope)
+        self.send_buffer_max = int(settings.AGENTSITE_WS_SEND_BUFFER_MAX)
         self.subscription = fanout.join(session.group_name, self.enqueue)
         self.watch = streams.CredentialWatch(credential, self.enqueue)
         self.forwarder = asyncio.create_task(self.forward())
@@ -288,7 +289,11 @@ class SessionConsumer(AsyncWebsocketConsumer):
             async for frame in streams.follow(
                 self.tail, self.live, self.subscription, self.idle_s, self.watch
             ):
-                if frame is not None and not self.write_now(frame):
+                if frame is None:
+                    continue
+                if self.fallen_behind():
+                    return await self.close(CLOSE_TOO_SLOW)
+                if not self.write_now(frame):
                     await self.send(text_data=streams.frame_json(frame))
         except CredentialRevoked:
             # The token was revoked, the user deactivated or logged out.
@@ -296,6 +301,15 @@ class SessionConsumer(AsyncWebsocketConsumer):
         except Exception:
             log.exception("stream of %s failed", self.tail.session_id)
             await self.close(1011)
+
+    def fallen_behind(self) -> bool:
+        """Whether the client has left more than ``AGENTSITE_WS_SEND_BUFFER_MAX`` bytes unread.
+
+        Writing to a socket never waits for its reader: what the client does not
+        take stays in the web process's memory. Past the bound the client is cut
+        off (4429) and resumes from its last token, as after any disconnect.
+        """
+        return self.wire is not None and self.wire.unsent() > self.send_buffer_max
 
     def write_now(self, frame: streams.Frame) -> bool:
         """Write ``frame`` straight to daphne's socket if it can be (agentsite.wire)."""
@@ -313,7 +327,7 @@ class SessionConsumer(AsyncWebsocketConsumer):
         """
         if self.forwarder is None or self.forwarder.done():
             return
-        if self.wire is not None and self.wire.ready():
+        if self.wire is not None and self.wire.ready() and not self.fallen_behind():
             frame = streams.admit_parked(self.tail, self.live, message, self.idle_s, self.watch)
             if frame is not None:
                 self.write_now(frame)  # ready, as just checked: written
