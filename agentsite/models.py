@@ -5,6 +5,7 @@ import secrets
 from datetime import timedelta
 
 from django.conf import settings
+from django.contrib.auth.models import AbstractBaseUser
 from django.db import models
 from django.db.models import Q
 from django.utils import timezone
@@ -48,13 +49,13 @@ class ApiToken(models.Model):
 
     @classmethod
     def issue(
-        cls, *, user: object, name: str = "", expires_in: timedelta | None = None
+        cls, *, user: AbstractBaseUser, name: str = "", expires_in: timedelta | None = None
     ) -> tuple[ApiToken, str]:
         """Create a token for ``user``; the raw value is returned once and never stored."""
         raw = "ast_" + secrets.token_urlsafe(32)
         expires_at = timezone.now() + expires_in if expires_in is not None else None
         token = cls.objects.create(
-            user=user,
+            user_id=user.pk,
             name=name,
             prefix=raw[:12],
             token_hash=token_hash(raw),

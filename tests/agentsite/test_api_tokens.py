@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 from io import StringIO
+from typing import Any
 
 import pytest
 from django.core.management import CommandError, call_command
@@ -40,15 +41,15 @@ def test_missing_or_bad_token_is_401_with_an_error_code(db: None, header: str | 
     assert response.json()["error"]["code"] == "unauthorized"
 
 
-def test_an_inactive_users_token_is_refused(user: object) -> None:
+def test_an_inactive_users_token_is_refused(user: Any) -> None:
     _, raw = ApiToken.issue(user=user)
-    user.is_active = False  # type: ignore[attr-defined]
-    user.save()  # type: ignore[attr-defined]
+    user.is_active = False
+    user.save()
     response = Client().get("/api/me", headers={"Authorization": f"Bearer {raw}"})
     assert response.status_code == 401
 
 
-def test_last_use_is_recorded_to_the_minute_not_on_every_call(user: object) -> None:
+def test_last_use_is_recorded_to_the_minute_not_on_every_call(user: Any) -> None:
     token, raw = ApiToken.issue(user=user)
     client = Client(headers={"Authorization": f"Bearer {raw}"})
     assert client.get("/api/me").status_code == 200
