@@ -263,7 +263,8 @@ COLUMNS = (
 
 
 def row(cells: list[str]) -> str:
-    return "  " + "".join(
+    # A space between cells, so that a figure wider than its column never runs into the next.
+    return "  " + " ".join(
         cell.rjust(width) for cell, (_, width) in zip(cells, COLUMNS, strict=False)
     )
 
