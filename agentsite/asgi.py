@@ -40,7 +40,10 @@ application = ProtocolTypeRouter(
         # The pages' CSS and JS come from the app itself: no build step, no collectstatic.
         # StreamsCounted: this process's open SSE responses and websockets, for /metrics.
         # BodyLimit: a body over AGENTSITE_MAX_BODY_BYTES is refused before it is buffered.
-        "http": StreamsCounted(BodyLimit(mcp_or(ASGIStaticFilesHandler(django_asgi_app)))),
+        # WireInScope: a stream sees how much its client has left unread (agentsite.wire).
+        "http": WireInScope(
+            StreamsCounted(BodyLimit(mcp_or(ASGIStaticFilesHandler(django_asgi_app))))
+        ),
         # A handshake that may only use an API token (no Origin, or a token offered)
         # skips the cookie and session middleware. WireInScope: stream frames are
         # written straight to daphne's connection (agentsite.wire).

@@ -354,9 +354,14 @@ AGENTSITE_SSE_HEARTBEAT_S = env_float("AGENTSITE_SSE_HEARTBEAT_S", 15.0)
 # Seconds without traffic after which a websocket re-reads its session's log and
 # re-checks the credential it was opened with.
 AGENTSITE_WS_IDLE_CHECK_S = env_float("AGENTSITE_WS_IDLE_CHECK_S", 30.0)
-# Bytes a websocket may have written and not yet taken by its client (one that stopped
-# reading) before it is closed with 4429; the client resumes from its last token.
-AGENTSITE_WS_SEND_BUFFER_MAX = env_int("AGENTSITE_WS_SEND_BUFFER_MAX", 4 << 20, least=1 << 16)
+# Bytes a websocket or event stream may have written and not yet taken by its client:
+# past it the stream waits for the client to read. One that has not read for
+# AGENTSITE_STREAM_STALL_S seconds is cut off (a websocket closed with 4429, an event
+# stream's connection dropped); it resumes from its last token.
+AGENTSITE_STREAM_SEND_BUFFER_MAX = env_int(
+    "AGENTSITE_STREAM_SEND_BUFFER_MAX", 4 << 20, least=1 << 16
+)
+AGENTSITE_STREAM_STALL_S = env_float("AGENTSITE_STREAM_STALL_S", 30.0)
 # Extra modules that register tools (comma-separated dotted paths), imported by
 # every process together with the built-in tools.
 AGENTSITE_EXTRA_TOOLS = env_list("AGENTSITE_EXTRA_TOOLS", [])

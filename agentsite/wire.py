@@ -21,15 +21,18 @@ middleware: none in agentsite's websocket stack looks at data frames.
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import sys
-from typing import Any
+import time
+from typing import Any, Protocol
 
 from autobahn.websocket.protocol import WebSocketProtocol as AutobahnProtocol
 from twisted.internet import tcp
 
 OPCODE_TEXT_FIN = 0x81
 SCOPE_KEY = "agentsite.wire"
+RESPONSE_SCOPE_KEY = "agentsite.response_wire"
 
 
 def text_frame(text: str) -> bytes:
@@ -55,22 +58,11 @@ class Wire:
 
     @classmethod
     def of(cls, send: Any) -> Wire | None:
-        """The wire under ``send`` (the ``send`` daphne gave the application), if it is daphne's.
-
-        Daphne is looked up, not imported: importing it installs a Twisted reactor,
-        which a process served by anything else must not get from agentsite.
-        """
-        server = getattr(sys.modules.get("daphne.server"), "Server", None)
-        protocol = getattr(sys.modules.get("daphne.ws_protocol"), "WebSocketProtocol", None)
-        if (
-            server is not None
-            and protocol is not None
-            and isinstance(send, functools.partial)
-            and isinstance(getattr(send.func, "__self__", None), server)
-            and send.args
-            and isinstance(send.args[0], protocol)
-        ):
-            return cls(send.args[0])
+        """The wire under ``send`` (the ``send`` daphne gave the application), if it is daphne's."""
+        protocol = daphne_protocol(send)
+        websocket = getattr(sys.modules.get("daphne.ws_protocol"), "WebSocketProtocol", None)
+        if websocket is not None and isinstance(protocol, websocket):
+            return cls(protocol)
         return None
 
     def ready(self) -> bool:
@@ -87,8 +79,7 @@ class Wire:
 
     def unsent(self) -> int:
         """Bytes written to this socket that the client has not taken yet (Twisted's buffer)."""
-        transport = self.protocol.transport
-        return int(len(transport.dataBuffer) - transport.offset + transport._tempDataLen)
+        return unsent(self.protocol.transport)
 
     def write(self, frame: bytes) -> None:
         """Write ``frame`` (``text_frame``'s bytes); call only while ``ready()``.
@@ -115,24 +106,114 @@ class Wire:
             transport.write(frame[sent:] if sent else frame)
 
 
+class ResponseWire:
+    """The TCP connection under a daphne HTTP response, for a long response (a stream) to
+    see how much of what it wrote the client has not taken, and to drop the client."""
+
+    __slots__ = ("transport",)
+
+    def __init__(self, transport: Any) -> None:
+        self.transport = transport
+
+    @classmethod
+    def of(cls, send: Any) -> ResponseWire | None:
+        request = getattr(sys.modules.get("daphne.http_protocol"), "WebRequest", None)
+        protocol = daphne_protocol(send)
+        if request is None or not isinstance(protocol, request):
+            return None
+        transport = getattr(protocol.channel, "transport", None)
+        if isinstance(transport, tcp.Connection) and transport.TLS is False:
+            return cls(transport)
+        return None
+
+    def unsent(self) -> int:
+        return unsent(self.transport)
+
+    def drop(self) -> None:
+        """Close the connection now, discarding what it still holds for the client."""
+        self.transport.abortConnection()
+
+
+def daphne_protocol(send: Any) -> Any:
+    """The daphne protocol (a websocket or an HTTP request) behind ``send``, or None.
+
+    Daphne is looked up, not imported: importing it installs a Twisted reactor,
+    which a process served by anything else must not get from agentsite.
+    """
+    server = getattr(sys.modules.get("daphne.server"), "Server", None)
+    if (
+        server is not None
+        and isinstance(send, functools.partial)
+        and isinstance(getattr(send.func, "__self__", None), server)
+        and send.args
+    ):
+        return send.args[0]
+    return None
+
+
+def unsent(transport: Any) -> int:
+    """Bytes a Twisted TCP transport holds that its peer has not taken yet."""
+    return int(len(transport.dataBuffer) - transport.offset + transport._tempDataLen)
+
+
+class Unsent(Protocol):
+    def unsent(self) -> int: ...
+
+
+# How often a stream waiting for its client to read looks again.
+DRAIN_POLL_S = 0.05
+
+
+async def drained(wire: Unsent, limit: int, stall_s: float) -> bool:
+    """Wait until at most ``limit`` bytes wait for the client; False if that takes more
+    than ``stall_s`` (the client has stopped reading).
+
+    Writing to a socket never waits for its reader, so a stream that keeps writing
+    for a client that does not read fills the web process's memory. A stream waits
+    here before each write instead: a slow reader slows its own stream (a long
+    replay included), and a stalled one is found out and cut off.
+    """
+    if wire.unsent() <= limit:
+        return True
+    deadline = time.monotonic() + stall_s
+    while wire.unsent() > limit:
+        if time.monotonic() >= deadline:
+            return False
+        await asyncio.sleep(DRAIN_POLL_S)
+    return True
+
+
 class WireInScope:
-    """ASGI middleware, outermost: the daphne connection under ``SCOPE_KEY`` in the scope."""
+    """ASGI middleware, outermost: the daphne connection in the scope, a websocket's
+    ``Wire`` under ``SCOPE_KEY`` and an HTTP response's ``ResponseWire`` under
+    ``RESPONSE_SCOPE_KEY``."""
 
     def __init__(self, app: Any) -> None:
         self.app = app
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
-        wire = Wire.of(send)
-        if wire is not None:
-            # In place: daphne, the only caller, never reads the scope again, and a
-            # copy per socket would cost more than the wire saves in memory.
-            scope[SCOPE_KEY] = wire
+        # In place: daphne, the only caller, never reads the scope again, and a copy
+        # per connection would cost more than the wire saves in memory.
+        if scope["type"] == "websocket":
+            wire = Wire.of(send)
+            if wire is not None:
+                scope[SCOPE_KEY] = wire
+        elif scope["type"] == "http":
+            response = ResponseWire.of(send)
+            if response is not None:
+                scope[RESPONSE_SCOPE_KEY] = response
         await self.app(scope, receive, send)
 
 
 def wire_of(scope: dict[str, Any]) -> Wire | None:
     """The connection ``WireInScope`` found for this socket, if daphne serves it."""
     wire: Wire | None = scope.get(SCOPE_KEY)
+    return wire
+
+
+def response_wire_of(scope: dict[str, Any]) -> ResponseWire | None:
+    """The connection under this HTTP response, if daphne serves it over plain TCP."""
+    wire: ResponseWire | None = scope.get(RESPONSE_SCOPE_KEY)
     return wire
 
 

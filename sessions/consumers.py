@@ -29,7 +29,7 @@ from agentsite.core.queries import get_or_none
 from agentsite.credentials import Credential, CredentialRevoked
 from agentsite.models import ApiToken
 from agentsite.origin import offered_api_token
-from agentsite.wire import Wire, text_frame_once, wire_of
+from agentsite.wire import Wire, drained, text_frame_once, wire_of
 from sessions import services, streams
 from sessions.models import AgentSession
 from sessions.payloads import LiveMessage
@@ -279,7 +279,7 @@ class SessionConsumer(AsyncWebsocketConsumer):
         self.live = streams.LiveInbox(self.live_queue_max)
         self.idle_s = idle_check_s()
         self.wire = wire_of(self.scope)
-        self.send_buffer_max = int(settings.AGENTSITE_WS_SEND_BUFFER_MAX)
+        self.send_buffer_max = int(settings.AGENTSITE_STREAM_SEND_BUFFER_MAX)
         self.subscription = fanout.join(session.group_name, self.enqueue)
         self.watch = streams.CredentialWatch(credential, self.enqueue)
         self.forwarder = asyncio.create_task(self.forward())
@@ -291,7 +291,9 @@ class SessionConsumer(AsyncWebsocketConsumer):
             ):
                 if frame is None:
                     continue
-                if self.fallen_behind():
+                if self.wire is not None and not await drained(
+                    self.wire, self.send_buffer_max, settings.AGENTSITE_STREAM_STALL_S
+                ):
                     return await self.close(CLOSE_TOO_SLOW)
                 if not self.write_now(frame):
                     await self.send(text_data=streams.frame_json(frame))
@@ -303,12 +305,8 @@ class SessionConsumer(AsyncWebsocketConsumer):
             await self.close(1011)
 
     def fallen_behind(self) -> bool:
-        """Whether the client has left more than ``AGENTSITE_WS_SEND_BUFFER_MAX`` bytes unread.
-
-        Writing to a socket never waits for its reader: what the client does not
-        take stays in the web process's memory. Past the bound the client is cut
-        off (4429) and resumes from its last token, as after any disconnect.
-        """
+        """Whether the client has left more than ``AGENTSITE_STREAM_SEND_BUFFER_MAX`` bytes
+        unread: the next frame then waits in the forwarder (``agentsite.wire.drained``)."""
         return self.wire is not None and self.wire.unsent() > self.send_buffer_max
 
     def write_now(self, frame: streams.Frame) -> bool:

@@ -18,6 +18,7 @@ from ninja import Router
 from agentsite.auth import request_credential, request_user
 from agentsite.credentials import Credential, CredentialRevoked
 from agentsite.http import errors
+from agentsite.wire import ResponseWire, drained, response_wire_of
 from sessions.models import AgentSession, Event
 from sessions.streams import (
     Frame,
@@ -83,13 +84,23 @@ def sse_event(frame: Frame) -> str:
 
 
 async def sse_body(
-    tail: LogTail, group: str, credential: Credential, *, until_run_ends: bool = False
+    tail: LogTail,
+    group: str,
+    credential: Credential,
+    *,
+    until_run_ends: bool = False,
+    wire: ResponseWire | None = None,
 ) -> AsyncIterator[str]:
     """The event stream: frames as SSE events, comments as heartbeats.
 
     It ends when the credential it was opened with no longer holds (a token
-    revoked, the user deactivated or logged out): a reconnect is then a 401.
+    revoked, the user deactivated or logged out): a reconnect is then a 401. A
+    client that leaves more than ``AGENTSITE_STREAM_SEND_BUFFER_MAX`` bytes unread
+    (``wire``: the connection, under daphne) is waited for, and dropped once it has
+    not read for ``AGENTSITE_STREAM_STALL_S``; it reconnects with ``Last-Event-ID``.
     """
+    unread_max = int(settings.AGENTSITE_STREAM_SEND_BUFFER_MAX)
+    stall_s = float(settings.AGENTSITE_STREAM_STALL_S)
     yield f"retry: 2000\n: following {tail.session_id} after seq {tail.cursor}\n\n"
     async with LayerFollower(group, credential) as live:
         try:
@@ -108,6 +119,9 @@ async def sse_body(
                         return
                     yield ": heartbeat\n\n"
                     continue
+                if wire is not None and not await drained(wire, unread_max, stall_s):
+                    wire.drop()
+                    return
                 yield sse_event(frame)
                 if until_run_ends and frame["kind"] == Event.Kind.RUN_FINISHED:
                     return
@@ -127,6 +141,11 @@ async def release_request_connection() -> None:
     bounded pool, that is a deadlock once enough streams open at once.
     """
     await sync_to_async(connections.close_all)()
+
+
+def request_wire(request: HttpRequest) -> ResponseWire | None:
+    """The connection under the response, when daphne serves it (an ASGI request's scope)."""
+    return response_wire_of(getattr(request, "scope", {}))
 
 
 def sse_response(body: AsyncIterator[str]) -> StreamingHttpResponse:
@@ -159,7 +178,9 @@ async def session_stream(
     session = await session_read(owner=user, session_id=session_id)
     seq = session_token_seq(resume_token(request, after), session_id=session.id, owner_id=user.pk)
     tail = LogTail(session_id=session.id, owner_id=user.pk, after=seq)
-    return sse_response(sse_body(tail, session.group_name, request_credential(request)))
+    credential = request_credential(request)
+    wire = request_wire(request)
+    return sse_response(sse_body(tail, session.group_name, credential, wire=wire))
 
 
 @router.get(
@@ -182,4 +203,5 @@ async def run_stream(
     tail = LogTail(session_id=run.session_id, owner_id=user.pk, after=seq or 0, run_id=run.id)
     group = f"{AgentSession.group_prefix()}{run.session_id}"
     credential = request_credential(request)
-    return sse_response(sse_body(tail, group, credential, until_run_ends=True))
+    wire = request_wire(request)
+    return sse_response(sse_body(tail, group, credential, until_run_ends=True, wire=wire))
