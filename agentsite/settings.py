@@ -362,6 +362,14 @@ AGENTSITE_STREAM_SEND_BUFFER_MAX = env_int(
     "AGENTSITE_STREAM_SEND_BUFFER_MAX", 4 << 20, least=1 << 16
 )
 AGENTSITE_STREAM_STALL_S = env_float("AGENTSITE_STREAM_STALL_S", 30.0)
+if AGENTSITE_STREAM_STALL_S <= 0:
+    CONFIG_ERRORS.append(
+        (
+            "AGENTSITE_STREAM_STALL_S",
+            "AGENTSITE_STREAM_STALL_S must be a positive number of seconds.",
+        )
+    )
+    AGENTSITE_STREAM_STALL_S = 30.0
 # Extra modules that register tools (comma-separated dotted paths), imported by
 # every process together with the built-in tools.
 AGENTSITE_EXTRA_TOOLS = env_list("AGENTSITE_EXTRA_TOOLS", [])

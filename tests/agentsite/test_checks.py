@@ -40,6 +40,8 @@ def test_the_default_configuration_passes() -> None:
         ({"AGENTSITE_IDEMPOTENCY_TTL_S": "a day"}, "agentsite.E001"),
         ({"AGENTSITE_QUOTA_LIVE_JOBS": "-1"}, "agentsite.E006"),
         ({"AGENTSITE_QUOTA_MCP_IDLE_S": "0"}, "agentsite.E006"),
+        ({"AGENTSITE_STREAM_SEND_BUFFER_MAX": "1024"}, "agentsite.E001"),
+        ({"AGENTSITE_STREAM_STALL_S": "0"}, "agentsite.E001"),
     ],
 )
 def test_a_configuration_mistake_is_a_check_error(env: dict[str, str], check_id: str) -> None:
