@@ -75,6 +75,7 @@ class DeltaWriter:
         self.writing: asyncio.Task[None] | None = None
         self.timer: asyncio.TimerHandle | None = None
         self.failed: BaseException | None = None
+        self.closed = False
 
     async def add(self, text: str) -> None:
         self._raise_failed()
@@ -83,7 +84,7 @@ class DeltaWriter:
         self._schedule()
 
     def _schedule(self) -> None:
-        if self.writing is not None or self.timer is not None or not self.buffer:
+        if self.closed or self.writing is not None or self.timer is not None or not self.buffer:
             return
         wait = FLUSH_EVERY_S - (time.monotonic() - self.last_write)
         if wait <= 0 or len(self.buffer) >= FLUSH_AT_CHARS:
@@ -116,27 +117,33 @@ class DeltaWriter:
             raise self.failed
 
     async def _settle(self) -> None:
-        """Wait for the write in flight, without cancelling it if we are cancelled."""
-        if self.writing is not None:
+        """Wait until no write is in flight, without cancelling one if we are cancelled.
+
+        A write that ends may start the next at once (text waited past the interval),
+        so one wait is not enough.
+        """
+        while self.writing is not None:
             await asyncio.wait({self.writing})
+
+    def _stop_timer(self) -> None:
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer = None
 
     async def flush(self) -> None:
         """Write every delta so far, in order, before the caller writes anything else."""
         while True:
-            if self.timer is not None:
-                self.timer.cancel()
-                self.timer = None
             await self._settle()
+            self._stop_timer()  # nothing can start between the settle and here
             self._raise_failed()
             if not self.buffer:
                 return
             self._start_write()
 
     async def close(self) -> None:
-        """Stop the timer and let a write in flight finish."""
-        if self.timer is not None:
-            self.timer.cancel()
-            self.timer = None
+        """Stop the timer and let a write in flight finish; nothing is written after."""
+        self.closed = True
+        self._stop_timer()
         await self._settle()
 
     def take_segment(self) -> str:

@@ -103,3 +103,43 @@ def test_a_failed_write_fails_the_turn_at_its_next_step(user: Any) -> None:
             await writer.flush()
 
     asyncio.run(main())
+
+
+def test_flush_returns_only_once_the_last_delta_is_written(user: Any) -> None:
+    # Before: a write slower than the flush interval started the next one as it
+    # ended, flush() returned without waiting for that one, and the turn's
+    # assistant_message and tool calls went into the log ahead of the last delta
+    # (a Responses stream then showed a stray message made of that delta).
+    run = running_run(user)
+    writer = DeltaWriter(
+        runtime=SlowDatabase(delay_s=3 * loop.FLUSH_EVERY_S),  # type: ignore[arg-type]
+        session_id=run.session_id,
+        run_id=run.id,
+    )
+
+    async def main() -> list[str]:
+        await writer.add("Checking")  # written at once
+        await writer.add(".")  # waits behind that write
+        await writer.flush()
+        written = await sync_to_async(deltas, thread_sensitive=False)(run)
+        await writer.append(Event.Kind.ASSISTANT_MESSAGE, {"text": "Checking."})
+        await writer.close()
+        return written
+
+    assert asyncio.run(main()) == ["Checking", "."]
+    kinds = Event.objects.filter(run=run).order_by("seq").values_list("kind", flat=True)
+    assert list(kinds) == ["assistant_delta", "assistant_delta", "assistant_message"]
+
+
+def test_nothing_is_written_after_close(user: Any) -> None:
+    run = running_run(user)
+    writer = DeltaWriter(runtime=SlowDatabase(0.0), session_id=run.session_id, run_id=run.id)  # type: ignore[arg-type]
+
+    async def main() -> None:
+        await writer.add("first ")
+        await writer.add("dropped ")  # waits for the timer, which close() stops
+        await writer.close()
+        await asyncio.sleep(10 * loop.FLUSH_EVERY_S)
+
+    asyncio.run(main())
+    assert deltas(run) == ["first "]
