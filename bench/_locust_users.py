@@ -104,6 +104,14 @@ class ChatUser(FastHttpUser):
         self.polls: list[tuple[float, str]] = []  # (when, job id)
 
     def on_stop(self) -> None:
+        if self.number not in FINISHED_USERS:
+            # Stopped by Locust's run time before its drain ended: what it is still
+            # owed is missing, and must count, not vanish with the user.
+            self.error(
+                "stopped before its replies and job ends came", getattr(self, "session_id", "-")
+            )
+            self.report_missing()
+            FINISHED_USERS.add(self.number)
         self.stopping = True
         if self.ws is not None:
             self.ws.close()

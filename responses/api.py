@@ -15,6 +15,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, cast
 
 from channels.db import database_sync_to_async
+from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 from django.core.exceptions import RequestDataTooBig
 from django.db import InterfaceError, OperationalError
@@ -34,6 +35,7 @@ from agentsite.core.errors import DomainError, NotFound, QuotaExceeded
 from agentsite.credentials import Credential, CredentialRevoked
 from agentsite.http import contains_nul
 from agentsite.models import ApiToken
+from agentsite.wire import drained, response_wire_of
 from responses.live import response_cancel, response_events, response_wait
 from responses.models import AgentResponse
 from responses.payloads import ResponseCreate
@@ -199,15 +201,29 @@ def body_json(request: HttpRequest) -> dict[str, Any]:
     return body
 
 
-def sse(events: AsyncIterator[StreamEvent | None]) -> StreamingHttpResponse:
+def sse(request: HttpRequest, events: AsyncIterator[StreamEvent | None]) -> StreamingHttpResponse:
+    """The stream events as server-sent events, comments as heartbeats.
+
+    A client that leaves more than ``AGENTSITE_STREAM_SEND_BUFFER_MAX`` bytes
+    unread (under daphne, which lets us see the connection) is waited for, and
+    dropped once it has not read for ``AGENTSITE_STREAM_STALL_S``: it resumes
+    with ``starting_after``, as after any broken connection.
+    """
+    wire = response_wire_of(getattr(request, "scope", {}))
+    unread_max = int(settings.AGENTSITE_STREAM_SEND_BUFFER_MAX)
+    stall_s = float(settings.AGENTSITE_STREAM_STALL_S)
+
     async def body() -> AsyncIterator[str]:
         try:
             async for event in events:
                 if event is None:
                     yield ": heartbeat\n\n"
-                else:
-                    data = json.dumps(event, separators=(",", ":"))
-                    yield f"event: {event['type']}\ndata: {data}\n\n"
+                    continue
+                if wire is not None and not await drained(wire, unread_max, stall_s):
+                    wire.drop()
+                    return
+                data = json.dumps(event, separators=(",", ":"))
+                yield f"event: {event['type']}\ndata: {data}\n\n"
         except CredentialRevoked:
             yield f"event: error\ndata: {json.dumps({'type': 'error', **REVOKED})}\n\n"
 
@@ -266,7 +282,7 @@ async def responses_create(request: HttpRequest, user: AbstractBaseUser) -> Http
     response = await db(response_create)(owner=user, request=create)
     credential = credential_of(request, user)
     if create.stream:
-        return sse(response_events(response, credential=credential))
+        return sse(request, response_events(response, credential=credential))
     if create.background:
         return JsonResponse(await db(response_document)(response))
     return json_when_ready(lambda: response_wait(response, credential=credential))
@@ -287,7 +303,8 @@ async def response_detail(
         return JsonResponse({"id": response.id, "object": "response.deleted", "deleted": True})
     if flag(request, "stream"):
         credential = credential_of(request, user)
-        return sse(response_events(response, after=starting_after(request), credential=credential))
+        events = response_events(response, after=starting_after(request), credential=credential)
+        return sse(request, events)
     return JsonResponse(await db(response_document)(response))
 
 
