@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import threading
+from collections import Counter
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -202,3 +204,53 @@ def test_two_dispatches_at_once_never_count_the_same_free_slot(
 
     assert dispatch.in_flight().count() == 2
     assert dispatch.held().count() == 2
+
+
+def test_the_dispatch_statements_select_what_held_and_in_flight_say(
+    user: Any, other_user: Any
+) -> None:
+    # The dispatch's hand-written SQL must stay in step with the querysets that name
+    # the same sets (and that the admin, the sweep and the tests use).
+    now = timezone.now()
+    for n, (status, enqueued, ready) in enumerate(
+        (status, enqueued, ready)
+        for status in Job.Status.values
+        for enqueued in (None, now)
+        for ready in (None, now - timedelta(seconds=1), now)
+    ):
+        Job.objects.create(
+            owner=(user, other_user)[n % 2],
+            tool="noop",
+            timeout_s=60,
+            status=status,
+            enqueued_at=enqueued,
+            ready_at=ready,
+            idempotency_key=f"same-sets-{n}",
+        )
+    for n in range(6):  # more held jobs, of both owners, ready in another order
+        Job.objects.create(
+            owner=(user, other_user)[n % 3 == 0],
+            tool="noop",
+            timeout_s=60,
+            ready_at=now - timedelta(seconds=10 - n),
+            idempotency_key=f"held-{n}",
+        )
+
+    assert dispatch._any_held() == dispatch.held().exists()
+    assert dispatch._in_flight_count() == dispatch.in_flight().count()
+    per_owner = dispatch.in_flight().values_list("owner_id", flat=True)
+    assert dispatch._in_flight_per_owner() == Counter(per_owner)
+    held = list(dispatch.held().values_list("id", "owner_id"))
+    assert len(held) == 8
+    for owner in (user, other_user):
+        first = next(job for job in held if job[1] == owner.pk)
+        assert dispatch._oldest("IN", [owner.pk])[:2] == first  # type: ignore[index]
+        other = next(job for job in held if job[1] != owner.pk)
+        assert dispatch._oldest("NOT IN", [owner.pk])[:2] == other  # type: ignore[index]
+    assert dispatch._oldest("NOT IN", [])[:2] == held[0]  # type: ignore[index]
+    assert dispatch._oldest("IN", []) is None
+    # Handing over moves a job from one set to the other, as the querysets see it.
+    job_id = held[0][0]
+    assert dispatch.job_hand_over(job_id=job_id, timeout_s=60)
+    assert not dispatch.job_hand_over(job_id=job_id, timeout_s=60)
+    assert job_id in handed() and not dispatch.held().filter(pk=job_id).exists()
