@@ -53,13 +53,23 @@ def describe(
 
 
 def cpu_seconds(procs: list[subprocess.Popen[bytes]]) -> tuple[float, float]:
-    """CPU time of the workers, and of the work horses they forked and reaped."""
+    """CPU time of the workers, and of their work horses: the ones they reaped and the
+    ones still alive (a tool worker's warm horse lives across jobs)."""
     ticks = os.sysconf("SC_CLK_TCK")
     own = horses = 0
+    stats = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            stats[int(stat.parent.name)] = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue  # it ended meanwhile: its time is in its parent's cutime now
     for proc in procs:
-        fields = Path(f"/proc/{proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        fields = stats[proc.pid]
         own += int(fields[11]) + int(fields[12])  # utime stime
         horses += int(fields[13]) + int(fields[14])  # cutime cstime
+        for child in stats.values():
+            if int(child[1]) == proc.pid:  # ppid
+                horses += sum(int(f) for f in child[11:15])
     return own / ticks, horses / ticks
 
 
