@@ -304,6 +304,12 @@ AGENTSITE_MAX_BATCH = env_int("AGENTSITE_MAX_BATCH", 0)
 AGENTSITE_JOB_STOP_GRACE_S = env_float("AGENTSITE_JOB_STOP_GRACE_S", 5.0)
 AGENTSITE_JOB_HEARTBEAT_S = env_float("AGENTSITE_JOB_HEARTBEAT_S", 1.0)
 AGENTSITE_JOB_HEARTBEAT_STALE_S = env_float("AGENTSITE_JOB_HEARTBEAT_STALE_S", 10.0)
+# A tool worker runs its tool jobs one after another in one work horse (jobs/horse.py),
+# forked afresh after this many jobs (1: a fresh horse for every job, as plain RQ),
+# or sooner when a job left a thread running, changed directory or grew the horse
+# past MAX_RSS_MB.
+AGENTSITE_JOB_HORSE_MAX_JOBS = env_int("AGENTSITE_JOB_HORSE_MAX_JOBS", 500, least=1)
+AGENTSITE_JOB_HORSE_MAX_RSS_MB = env_int("AGENTSITE_JOB_HORSE_MAX_RSS_MB", 1024, least=64)
 # Seconds between the scheduler's job sweeps (lost workers, deadlines, webhook retries).
 AGENTSITE_JOB_SWEEP_S = env_int("AGENTSITE_JOB_SWEEP_S", 2)
 # Retention: finished jobs (with their partial results, events and webhook

@@ -1,11 +1,12 @@
-"""What passes between a tool worker and the work horse it forks for a job.
+"""What passes between a tool worker and the work horse that runs a job for it.
 
 Under ``jobs.worker.JobWorker`` the worker process records a job's start
-before the fork and its end after it, over its own long-lived database
-connection; the horse only runs the tool. This module holds both sides of that
-hand-off: the jobs the worker started (``STARTED_BY_WORKER``), the outcome file
-the horse leaves, and the worker's ``job_*_in_worker`` steps. It also keeps the
-horse off the connections it inherits across ``fork()``.
+before it hands the job to its horse (``jobs.horse``) and its end after, over
+its own long-lived database connection; the horse only runs the tool. This
+module holds both sides of that hand-off: the jobs the worker started
+(``STARTED_BY_WORKER``), the outcome file the horse leaves, and the worker's
+``job_*_in_worker`` steps. It also keeps the horse off the connections it
+inherits across ``fork()``.
 """
 
 from __future__ import annotations
@@ -39,19 +40,19 @@ def connections_detach_inherited() -> None:
             conn.connection = None
 
 
-# Jobs the worker process itself started just before forking this horse (see
-# jobs.worker.JobWorker), with their rows; None when the start was refused.
+# Jobs the worker process itself started just before handing them to this horse
+# (see jobs.worker.JobWorker), with their rows; None when the start was refused.
 STARTED_BY_WORKER: dict[str, Job | None] = {}
 FINISHING_TRANSITIONS = {"job_succeed", "job_fail", "job_cancel", "job_time_out"}
 
 
-# Under JobWorker: a private file, named by the worker before it forks this
-# horse, where the horse leaves its outcome as well as returning it to RQ. The
+# Under JobWorker: a private file, named by the worker for each job it hands to
+# this horse, where the horse leaves its outcome as well as returning it to RQ. The
 # worker records the end from it, so a Redis outage while the tool runs costs
 # the RQ bookkeeping, never the result.
 OUTCOME_FILE: str | None = None
-# The pid of that worker, noted before the fork: the horse compares its parent with
-# it after the tool, to know whether anyone is left to read the outcome. (Reading
+# The pid of that worker, noted by the worker itself: the horse compares its parent
+# with it after the tool, to know whether anyone is left to read the outcome. (Reading
 # the parent in the horse instead would race a worker killed during RQ's set-up.)
 OUTCOME_READER_PID: int | None = None
 

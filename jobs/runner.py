@@ -1,6 +1,8 @@
 """The one RQ entry point that runs any async tool: ``run_job``.
 
-RQ forks a work horse per job; ``run_job`` runs there. It starts the job (or
+``run_job`` runs in a work horse: one RQ forked for the job, or under
+``jobs.worker.JobWorker`` the worker's warm horse, which runs one job after
+another (``jobs.horse``), so it leaves no state behind it. It starts the job (or
 finds it started by the worker, see ``jobs.handoff``), runs the tool with a
 ``JobToolContext`` (``jobs.tools.context``) and the heartbeat beside it
 (``jobs.heartbeat``), and ends the job with whatever happened first: a tool

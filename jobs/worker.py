@@ -1,10 +1,14 @@
 """The RQ worker class of agentsite (``RQ["WORKER_CLASS"]``).
 
-RQ forks a work horse per job, and a horse is a fresh process: a database
-connection opened there is opened for one job only. For tool jobs this worker
-records the start before the fork and the end after it, over the worker's own
-long-lived connection, so a short job costs the horse no database connection
-at all. Every other job runs exactly as under RQ's ``Worker``, forked while
+RQ forks a work horse per job. For a short tool job that fork is most of the
+job's cost, so this worker runs its tool jobs one after another in one horse of
+its own, forked once and kept warm (``jobs.horse``); it watches that horse as
+RQ watches one (heartbeats, the job's RQ timeout, RQ's stop-job command, a
+horse that dies) and forks a new one when it dies or retires. A horse's
+database connection is its own: tool jobs have the worker record the start
+before the hand-over and the end after it, over the worker's own long-lived
+connection, so a short job costs the horse no database connection at all.
+Every other job runs exactly as under RQ's ``Worker``, forked per job while
 this process holds no database connection.
 
 Neither outage ends the worker: Redis steps wait for Redis (``RidesOutRedis``),
@@ -24,13 +28,17 @@ from typing import Any, TypeVar
 import redis
 from django.db import connections
 from rq import Queue, Worker
-from rq.exceptions import StopRequested
+from rq.exceptions import InvalidJobOperation, StopRequested
+from rq.executions import Execution
 from rq.job import Job as RqJob
-from rq.worker import BaseWorker
+from rq.job import JobStatus
+from rq.utils import now as rq_now
+from rq.worker import BaseWorker, WorkerStatus
 
 from agentsite.core import telemetry
 from agentsite.core.database import through_database_outage
 from jobs import dispatch, handoff
+from jobs.horse import Assignment, WarmHorse
 
 log = logging.getLogger(__name__)
 
@@ -127,6 +135,9 @@ class RidesOutRedis(BaseWorker):
 
 
 class JobWorker(RidesOutRedis, Worker):
+    # The warm horse that runs this worker's tool jobs (``jobs.horse``), once forked.
+    _warm_horse: WarmHorse | None = None
+
     def execute_job(self, job: RqJob, queue: Queue) -> None:
         try:
             self._execute_job(job, queue)
@@ -146,12 +157,11 @@ class JobWorker(RidesOutRedis, Worker):
         handoff.STARTED_BY_WORKER.clear()
         fd, outcome_file = tempfile.mkstemp(prefix=f"agentsite-{job_id}-")
         os.close(fd)
-        handoff.OUTCOME_FILE = outcome_file  # the horse inherits both
-        handoff.OUTCOME_READER_PID = os.getpid()
         try:
-            super().execute_job(job, queue)
+            execution = self.prepare_execution(job)
+            self._run_in_warm_horse(job, queue, execution, outcome_file)
+            self.set_state(WorkerStatus.IDLE)
         finally:
-            handoff.OUTCOME_FILE = handoff.OUTCOME_READER_PID = None
             left, outcome = handoff.outcome_take(outcome_file)
             if left == "nothing":
                 # The horse failed before the tool ran (Redis went away under RQ's
@@ -170,6 +180,96 @@ class JobWorker(RidesOutRedis, Worker):
                     ),
                     what=f"end of job {job_id}",
                 )
+
+    def _run_in_warm_horse(
+        self, job: RqJob, queue: Queue, execution: Execution, outcome_file: str
+    ) -> None:
+        """RQ's fork and watch of a horse (``execute_job``), the horse kept for the next job."""
+        assignment = Assignment(
+            job_id=job.id,
+            execution_id=execution.id,
+            queue_name=queue.name,
+            started=handoff.STARTED_BY_WORKER.get(str(job.args[0])),
+            outcome_file=outcome_file,
+            reader_pid=os.getpid(),
+        )
+        horse = self._warm_horse_assign(assignment)
+        job.started_at = rq_now()
+        while not horse.wait_answer(self.job_monitoring_interval):
+            working_time = (rq_now() - job.started_at).total_seconds()
+            if job.timeout != -1 and working_time > (job.timeout or 0) + 60:
+                # As RQ's watch: something is really wrong (a hung interpreter).
+                self.heartbeat(self.job_monitoring_interval + 60)
+                self.kill_horse()
+                break
+            self.maintain_heartbeats(job, execution)
+        self._horse_pid = 0
+        self.executions.pop(execution.id, None)
+        if horse.answer is not None:
+            if horse.answer.retiring:
+                self.log.info(
+                    "Worker %s: work horse %s retires: %s",
+                    self.name,
+                    horse.pid,
+                    horse.answer.reason,
+                )
+                self._warm_horse = None
+                horse.reap()
+            return
+        self._warm_horse = None
+        retpid, ret_val, rusage = horse.reap()
+        self._horse_lost(job, queue, execution, retpid, ret_val, rusage)
+
+    def _warm_horse_assign(self, assignment: Assignment) -> WarmHorse:
+        horse = self._warm_horse
+        if horse is not None:
+            try:
+                horse.assign(assignment)
+                self._horse_pid = horse.pid
+                return horse
+            except OSError:  # it died while idle (killed from outside): a new one
+                horse.reap()
+        horse = self._warm_horse = WarmHorse.fork(self)
+        self.procline(f"Forked {horse.pid} at {time.time()}")  # type: ignore[no-untyped-call]
+        horse.assign(assignment)
+        self._horse_pid = horse.pid
+        return horse
+
+    def _horse_lost(
+        self,
+        job: RqJob,
+        queue: Queue,
+        execution: Execution,
+        retpid: int | None,
+        ret_val: int | None,
+        rusage: Any,
+    ) -> None:
+        """The horse ended without answering: RQ's handling of a horse that died (its
+        ``monitor_work_horse``), so that RQ's registries say what happened."""
+        if ret_val == os.EX_OK:
+            return
+        try:
+            job_status = job.get_status()
+        except InvalidJobOperation:
+            return  # the RQ job completed and expired
+        if self._stopped_job_id == job.id:
+            self._handle_stopped_job(job, queue, execution)  # killed on request
+        elif job_status not in (JobStatus.FINISHED, JobStatus.FAILED):
+            job.ended_at = rq_now()
+            signalled = ret_val is not None and os.WIFSIGNALED(ret_val)
+            signal_msg = f" (signal {os.WTERMSIG(ret_val)})" if signalled else ""  # type: ignore[arg-type]
+            exc_string = (
+                f"Work-horse terminated unexpectedly; waitpid returned {ret_val}{signal_msg}; "
+            )
+            self.log.warning("Worker %s: job %s failed (%s)", self.name, job.id, exc_string)
+            self.handle_work_horse_killed(job, retpid, ret_val, rusage)  # type: ignore[no-untyped-call]
+            self.handle_job_failure(job, queue=queue, exc_string=exc_string, execution=execution)
+
+    def teardown(self) -> None:
+        if self._warm_horse is not None:
+            self._warm_horse.close()
+            self._warm_horse = None
+        super().teardown()
 
     def prepare_execution(self, job: RqJob) -> Any:
         """RQ's bookkeeping first, then the job's start in the database.

@@ -222,6 +222,15 @@ class Processes:
             self.stop(proc)
 
 
+def alive(pid: int) -> bool:
+    """Process ``pid`` exists and is not a zombie."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
 def registered_worker(pid: int) -> BaseWorker | None:
     """The RQ worker registered by process ``pid``, if any."""
     workers = Worker.all(connection=django_rq.get_connection("default"))

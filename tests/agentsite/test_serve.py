@@ -13,7 +13,7 @@ import httpx
 import pytest
 
 from agentsite.core.embedded_redis import free_port
-from tests.conftest import BASE_DIR
+from tests.conftest import BASE_DIR, alive
 
 
 def descendants(pid: int) -> set[int]:
@@ -31,14 +31,6 @@ def descendants(pid: int) -> set[int]:
             found.add(child)
             todo.append(child)
     return found
-
-
-def alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return False
-    return state != "Z"
 
 
 def worker_pid(root: int, needle: str, *, missing_ok: bool = False) -> int | None:

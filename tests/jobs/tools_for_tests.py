@@ -7,6 +7,8 @@ every work horse.
 
 from __future__ import annotations
 
+import os
+import threading
 import time
 from typing import Any
 
@@ -78,6 +80,21 @@ def chatty(args: Chat, ctx: ToolContext) -> dict[str, Any]:
     for i in range(args.updates):
         ctx.progress((i + 1) / args.updates, f"update {i + 1}")
     return {"summary": f"{args.updates} updates, {args.items} items"}
+
+
+@tool(name="whoami", description="The process that runs it.", input_model=NoArgs)
+def whoami(args: NoArgs, ctx: ToolContext) -> dict[str, Any]:
+    return {"summary": "here", "pid": os.getpid(), "ppid": os.getppid()}
+
+
+@tool(
+    name="leaves_a_thread",
+    description="Returns at once and leaves a thread running behind it.",
+    input_model=NoArgs,
+)
+def leaves_a_thread(args: NoArgs, ctx: ToolContext) -> dict[str, Any]:
+    threading.Thread(target=time.sleep, args=(600,), name="left-behind", daemon=True).start()
+    return {"summary": "left a thread", "pid": os.getpid()}
 
 
 @tool(name="failing", description="Always raises.", input_model=NoArgs)
