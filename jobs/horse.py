@@ -79,6 +79,7 @@ class Assignment:
 class Answer:
     """The horse ran the job; ``retiring``: it exits now and is not to be given another."""
 
+    job_id: str
     retiring: bool
     reason: str = ""
 
@@ -139,17 +140,21 @@ class WarmHorse:
                 self._ended = (pid, status, rusage)
         return self._ended
 
+    def kill(self) -> None:
+        """SIGKILL to the horse and what its tool started (its process group); reaped."""
+        try:
+            os.killpg(self.pid, signal.SIGKILL)
+        except OSError:
+            pass  # gone already
+        self.reap()
+
     def close(self, timeout: float = 5.0) -> None:
         """Let an idle horse go: it exits when its pipe closes. Killed if it lingers."""
         self.conn.close()
         deadline = time.monotonic() + timeout
         while self._wait(os.WNOHANG) is None:
             if time.monotonic() > deadline:
-                try:
-                    os.killpg(self.pid, signal.SIGKILL)
-                except OSError:
-                    pass
-                self._wait(0)
+                self.kill()
                 return
             time.sleep(0.02)
 
@@ -179,7 +184,7 @@ def serve(worker: BaseWorker, conn: Connection) -> None:
         served += 1
         reason = retire_reason(served, max_jobs, max_rss_kib, cwd)
         try:
-            conn.send(Answer(retiring=bool(reason), reason=reason))
+            conn.send(Answer(job_id=assignment.job_id, retiring=bool(reason), reason=reason))
         except OSError:
             os._exit(0)
         if reason:

@@ -194,17 +194,27 @@ class JobWorker(RidesOutRedis, Worker):
             reader_pid=os.getpid(),
         )
         horse = self._warm_horse_assign(assignment)
-        job.started_at = rq_now()
-        while not horse.wait_answer(self.job_monitoring_interval):
-            working_time = (rq_now() - job.started_at).total_seconds()
-            if job.timeout != -1 and working_time > (job.timeout or 0) + 60:
-                # As RQ's watch: something is really wrong (a hung interpreter).
-                self.heartbeat(self.job_monitoring_interval + 60)
-                self.kill_horse()
-                break
-            self.maintain_heartbeats(job, execution)
+        try:
+            self._watch(horse, job, execution)
+        except BaseException:
+            # The worker stops watching (a cold shutdown, an error of its own): the
+            # horse must not finish this job unwatched, nor answer it as the next one.
+            self._warm_horse = None
+            self._horse_pid = 0
+            horse.kill()
+            raise
         self._horse_pid = 0
         self.executions.pop(execution.id, None)
+        if horse.answer is not None and horse.answer.job_id != job.id:
+            self.log.error(
+                "Worker %s: work horse %s answered for job %s during job %s; killed",
+                self.name,
+                horse.pid,
+                horse.answer.job_id,
+                job.id,
+            )
+            horse.kill()
+            horse.answer = None
         if horse.answer is not None:
             if horse.answer.retiring:
                 self.log.info(
@@ -219,6 +229,18 @@ class JobWorker(RidesOutRedis, Worker):
         self._warm_horse = None
         retpid, ret_val, rusage = horse.reap()
         self._horse_lost(job, queue, execution, retpid, ret_val, rusage)
+
+    def _watch(self, horse: WarmHorse, job: RqJob, execution: Execution) -> None:
+        """Until the horse answers or is gone: RQ's watch (``monitor_work_horse``)."""
+        job.started_at = rq_now()
+        while not horse.wait_answer(self.job_monitoring_interval):
+            working_time = (rq_now() - job.started_at).total_seconds()
+            if job.timeout != -1 and working_time > (job.timeout or 0) + 60:
+                # As RQ's watch: something is really wrong (a hung interpreter).
+                self.heartbeat(self.job_monitoring_interval + 60)
+                horse.kill()
+                return
+            self.maintain_heartbeats(job, execution)
 
     def _warm_horse_assign(self, assignment: Assignment) -> WarmHorse:
         horse = self._warm_horse

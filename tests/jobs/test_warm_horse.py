@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -165,4 +166,20 @@ def test_a_stopped_worker_takes_its_idle_horse_with_it(private_worker: Any) -> N
     horse = worker.horse_of()
     worker.proc.terminate()
     assert worker.proc.wait(20) == 0
+    assert not alive(horse)
+
+
+def test_a_cold_shutdown_mid_job_takes_the_horse_and_records_the_jobs_end(
+    private_worker: Any,
+) -> None:
+    worker = private_worker()
+    horse = worker.horse_of()
+    job_id = worker.start("sleepy", {"seconds": 60, "steps": 600})
+    wait_for_status(job_id, "running")
+    worker.proc.terminate()  # warm shutdown: it would wait for the job...
+    time.sleep(1.2)  # (RQ ignores a second signal within a second of the first)
+    worker.proc.terminate()  # ...cold shutdown: it will not
+    worker.proc.wait(20)
+    job = wait_for_status(job_id, "failed", "done", "cancelled", "timed_out", timeout=30)
+    assert (job.status, job.error_code) == ("failed", "worker_lost")
     assert not alive(horse)
