@@ -2,15 +2,17 @@
 
 RQ forks a fresh work horse for every job. For a short tool job that fork is
 most of the work: after it, every page the worker or the horse writes to takes
-a copy-on-write fault, and a no-op job cost RQ's own worker and horse together
-about 24 ms of CPU, of which 18 ms went to the fork (2 cores, `bench/jobs.py`).
+a copy-on-write fault, and a no-op job costs RQ's own worker and horse together
+about 20 ms of CPU, most of it the fork (2 cores, ``bench/jobs.py``), against
+about 3 ms for the same job in a warm horse.
 ``JobWorker`` instead forks one horse and hands it tool jobs one at a time over
 a pipe; the horse runs each exactly as a forked one would (RQ's
 ``perform_job``, then ``jobs.runner.run_job``) and answers when it is done.
 
 A horse is still a process of its own, so everything that stops one works as
-before: RQ's stop-job command, a forced stop and the job's RQ timeout kill it
-(its whole process group), and the next job gets a fresh fork. It also retires
+before: RQ's stop-job command, a forced stop, a cold shutdown and the worker's
+watch past the job's RQ timeout kill it (its whole process group), and the next
+job gets a fresh fork. It also retires
 by itself, after answering, when reusing it would carry one job's leftovers
 into the next:
 
