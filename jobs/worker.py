@@ -251,6 +251,11 @@ class JobWorker(RidesOutRedis, Worker):
                 return horse
             except OSError:  # it died while idle (killed from outside): a new one
                 horse.reap()
+        # The horse lives on, so it must inherit no database connection: an SQLite
+        # connection kept across fork() in a long-lived process would leave it on a
+        # stale view of the file once the worker lets go of its own. The worker
+        # reconnects at its next step; forks are rare (one per horse).
+        connections.close_all()
         horse = self._warm_horse = WarmHorse.fork(self)
         self.procline(f"Forked {horse.pid} at {time.time()}")  # type: ignore[no-untyped-call]
         horse.assign(assignment)

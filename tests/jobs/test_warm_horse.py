@@ -183,3 +183,27 @@ def test_a_cold_shutdown_mid_job_takes_the_horse_and_records_the_jobs_end(
     job = wait_for_status(job_id, "failed", "done", "cancelled", "timed_out", timeout=30)
     assert (job.status, job.error_code) == ("failed", "worker_lost")
     assert not alive(horse)
+
+
+def test_a_horse_reads_the_database_after_every_other_process_let_go_of_it(
+    private_worker: Any,
+) -> None:
+    import django_rq
+    from django.db import connections
+    from rq import Queue
+
+    worker = private_worker()
+    horse = worker.horse_of()
+    # A task other than a tool job: the worker forks it a horse of its own, and lets
+    # go of its database connection first.
+    queue = Queue(worker.queue, connection=django_rq.get_connection("tools"))
+    task = queue.enqueue("tests.jobs.tools_for_tests.raw_noop")
+    wait_until(lambda: task.get_status(refresh=True) == "finished")
+    connections.close_all()  # and the test's own: nobody has the database open now
+    # Before, on SQLite: the horse, forked holding the worker's connection, read a
+    # stale view of the file from then on: its heartbeat found the job not running
+    # and stopped it ("cancelled"), or its connections failed with "database disk
+    # image is malformed".
+    job = worker.run("sleepy", {"seconds": 0.3, "steps": 3})
+    assert job.result is not None
+    assert worker.horse_of() == horse
