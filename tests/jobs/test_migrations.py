@@ -1,4 +1,9 @@
-"""The columns added for the hot path are filled in for jobs that existed before them."""
+"""The columns added for the hot path are filled in for jobs that existed before them.
+
+The tests migrate the jobs table back and forth, so no scheduler may sweep it
+meanwhile: on PostgreSQL a sweep's transaction that reads the table and then
+writes it deadlocks with the migration's ``ALTER TABLE`` queued between the two.
+"""
 
 from __future__ import annotations
 
@@ -20,6 +25,7 @@ def migrate(targets: list[tuple[str, str]]) -> Any:
 
 
 @pytest.mark.django_db(transaction=True)
+@pytest.mark.usefixtures("no_scheduler")
 def test_counts_dependencies_and_dependents_are_copied_for_existing_jobs(user: Any) -> None:
     latest = MigrationExecutor(connection).loader.graph.leaf_nodes("jobs")
     old = migrate(BEFORE)
@@ -50,6 +56,7 @@ def test_counts_dependencies_and_dependents_are_copied_for_existing_jobs(user: A
 
 
 @pytest.mark.django_db(transaction=True)
+@pytest.mark.usefixtures("no_scheduler")
 def test_jobs_handed_to_rq_before_ready_at_existed_count_as_ready_since_then(user: Any) -> None:
     latest = MigrationExecutor(connection).loader.graph.leaf_nodes("jobs")
     old = migrate([("jobs", "0005_job_created_index")])
