@@ -35,7 +35,7 @@ from django.db import DatabaseError, connections, transaction
 from django.db.models import QuerySet
 from django.utils import timezone
 from redis.exceptions import RedisError
-from rq import worker_registration
+from rq import Queue, worker_registration
 from rq.job import Job as RqJob
 
 from jobs.live import redis_connection
@@ -277,9 +277,11 @@ def job_handover_lost(*, job_id: str) -> None:
     Job.objects.filter(id=job_id, status=S.QUEUED).update(enqueued_at=None)
 
 
-def rq_enqueue(job_id: str, timeout_s: float) -> None:
-    # "auto": enqueue now. Callers already run this after their transaction commits.
-    queue = django_rq.get_queue("tools", connection=redis_connection(), commit_mode="auto")
+def rq_enqueue(job_id: str, timeout_s: float, queue: Queue | None = None) -> None:
+    """Enqueue ``run_job`` for the job on ``tools`` (or ``queue``)."""
+    if queue is None:
+        # "auto": enqueue now. Callers already run this after their transaction commits.
+        queue = django_rq.get_queue("tools", connection=redis_connection(), commit_mode="auto")
     # RQ's own timeout is only the last resort, after the runner's deadline and grace.
     hard_timeout = int(timeout_s + 2 * settings.AGENTSITE_JOB_STOP_GRACE_S + 60)
     queue.enqueue(

@@ -126,11 +126,12 @@ class WarmHorse:
         ended = self._wait(os.WNOHANG)
         return ended is not None
 
-    def reap(self) -> tuple[int | None, int | None, Any]:
+    def reap(self) -> tuple[int, int | None, Any]:
         """Wait for the process to end (it was killed, died or retired): pid, status, rusage."""
         self.conn.close()
         ended = self._wait(0)
-        return ended if ended is not None else (None, None, None)
+        assert ended is not None  # a blocking wait returns once it ended
+        return ended
 
     def _wait(self, options: int) -> tuple[int, int | None, Any] | None:
         if self._ended is None:

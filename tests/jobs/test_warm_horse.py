@@ -17,27 +17,33 @@ import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
 
+import django_rq
 import pytest
+from django.db import connections
 from django.utils import timezone
+from rq import Queue, Worker
 
+from jobs.dispatch import rq_enqueue
 from jobs.models import Job, JobEvent
 from tests.conftest import Processes, alive, wait_until
 from tests.jobs.factories import wait_for_status
-from tests.jobs.private_worker import enqueue_run_job
 from tests.jobs.test_worker_lost import children_of
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
+FINAL = ("done", "failed", "cancelled", "timed_out")
+
+
 class PrivateWorker:
     def __init__(self, processes: Processes, owner: Any, env: dict[str, str]) -> None:
-        self.processes = processes
         self.owner = owner
-        self.queue = f"horse-{uuid.uuid4().hex[:8]}"
+        name = f"horse-{uuid.uuid4().hex[:8]}"
+        self.queue = Queue(name, connection=django_rq.get_connection("tools"))
         self.proc: subprocess.Popen[bytes] = processes.start_python(
-            self.queue, "-m", "tests.jobs.private_worker", self.queue, env=env
+            name, "-m", "tests.jobs.private_worker", name, env=env
         )
-        wait_for_registered(self.queue)
+        wait_until(lambda: Worker.all(queue=self.queue), timeout=30)
 
     @property
     def pid(self) -> int:
@@ -51,12 +57,18 @@ class PrivateWorker:
             timeout_s=timeout_s,
             enqueued_at=timezone.now(),  # handed over: the dispatch leaves it alone
         )
-        enqueue_run_job(self.queue, str(job.id), timeout_s)
+        rq_enqueue(str(job.id), timeout_s, queue=self.queue)
         return str(job.id)
+
+    def running(self, tool: str, args: dict[str, Any]) -> str:
+        """Start a job and wait until its tool runs."""
+        job_id = self.start(tool, args)
+        wait_for_status(job_id, "running")
+        return job_id
 
     def run(self, tool: str, args: dict[str, Any] | None = None) -> Job:
         """Run a job to its end; it must end ``done``."""
-        job = wait_for_status(self.start(tool, args), "done", "failed", "cancelled", "timed_out")
+        job = wait_for_status(self.start(tool, args), *FINAL)
         assert job.status == "done", (job.error_code, job.error_message)
         return job
 
@@ -65,14 +77,6 @@ class PrivateWorker:
         result = self.run(tool).result
         assert result is not None and result["pid"] != self.pid
         return int(result["pid"])
-
-
-def wait_for_registered(queue_name: str) -> None:
-    import django_rq
-    from rq import Queue, Worker
-
-    queue = Queue(queue_name, connection=django_rq.get_connection("tools"))
-    wait_until(lambda: Worker.all(queue=queue), timeout=30)
 
 
 @pytest.fixture
@@ -125,10 +129,9 @@ def test_a_job_stopped_by_force_takes_its_horse_and_the_next_job_gets_a_new_one(
 ) -> None:
     worker = private_worker()
     first = worker.horse_of()
-    job_id = worker.start("stubborn", {"seconds": 60})
-    wait_for_status(job_id, "running")
+    job_id = worker.running("stubborn", {"seconds": 60})
     assert api_client.delete(f"/api/jobs/{job_id}").status_code == 202
-    job = wait_for_status(job_id, "cancelled", "failed", "done", "timed_out", timeout=30)
+    job = wait_for_status(job_id, *FINAL, timeout=30)
     assert job.status == "cancelled"
     wait_until(lambda: not alive(first))
     # The worker did not take the kill for a lost horse: one end, the cancel.
@@ -142,10 +145,9 @@ def test_a_horse_killed_mid_job_fails_that_job_and_the_next_runs_in_a_new_horse(
 ) -> None:
     worker = private_worker()
     first = worker.horse_of()
-    job_id = worker.start("sleepy", {"seconds": 60, "steps": 600})
-    wait_for_status(job_id, "running")
+    job_id = worker.running("sleepy", {"seconds": 60, "steps": 600})
     os.kill(first, signal.SIGKILL)
-    job = wait_for_status(job_id, "failed", "done", "cancelled", "timed_out", timeout=30)
+    job = wait_for_status(job_id, *FINAL, timeout=30)
     assert (job.status, job.error_code) == ("failed", "worker_lost")
     assert JobEvent.objects.filter(job_id=job_id, event="job_failed").count() == 1
     second = worker.horse_of()
@@ -174,13 +176,12 @@ def test_a_cold_shutdown_mid_job_takes_the_horse_and_records_the_jobs_end(
 ) -> None:
     worker = private_worker()
     horse = worker.horse_of()
-    job_id = worker.start("sleepy", {"seconds": 60, "steps": 600})
-    wait_for_status(job_id, "running")
+    job_id = worker.running("sleepy", {"seconds": 60, "steps": 600})
     worker.proc.terminate()  # warm shutdown: it would wait for the job...
     time.sleep(1.2)  # (RQ ignores a second signal within a second of the first)
     worker.proc.terminate()  # ...cold shutdown: it will not
     worker.proc.wait(20)
-    job = wait_for_status(job_id, "failed", "done", "cancelled", "timed_out", timeout=30)
+    job = wait_for_status(job_id, *FINAL, timeout=30)
     assert (job.status, job.error_code) == ("failed", "worker_lost")
     assert not alive(horse)
 
@@ -188,16 +189,11 @@ def test_a_cold_shutdown_mid_job_takes_the_horse_and_records_the_jobs_end(
 def test_a_horse_reads_the_database_after_every_other_process_let_go_of_it(
     private_worker: Any,
 ) -> None:
-    import django_rq
-    from django.db import connections
-    from rq import Queue
-
     worker = private_worker()
     horse = worker.horse_of()
     # A task other than a tool job: the worker forks it a horse of its own, and lets
     # go of its database connection first.
-    queue = Queue(worker.queue, connection=django_rq.get_connection("tools"))
-    task = queue.enqueue("tests.jobs.tools_for_tests.raw_noop")
+    task = worker.queue.enqueue("tests.jobs.tools_for_tests.raw_noop")
     wait_until(lambda: task.get_status(refresh=True) == "finished")
     connections.close_all()  # and the test's own: nobody has the database open now
     # Before, on SQLite: the horse, forked holding the worker's connection, read a
