@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import time
+import warnings
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
@@ -144,6 +146,9 @@ def subprocess_env() -> dict[str, str]:
         "AGENTSITE_REDIS_PREFIX": settings.REDIS_PREFIX,
         "DJANGO_SETTINGS_MODULE": "agentsite.settings",
         "PYTHONUNBUFFERED": "1",
+        # A process that will not stop is sent SIGABRT (Processes.stop): its log then
+        # holds every thread's stack.
+        "PYTHONFAULTHANDLER": "1",
     }
 
 
@@ -170,6 +175,7 @@ class Processes:
     def __init__(self) -> None:
         self.procs: list[subprocess.Popen[bytes]] = []
         self.names: dict[str, subprocess.Popen[bytes]] = {}
+        self.logs: dict[int, Path] = {}
         ARTIFACTS.mkdir(parents=True, exist_ok=True)
 
     def start(
@@ -182,7 +188,8 @@ class Processes:
         self, name: str, *argv: str, env: dict[str, str] | None = None
     ) -> subprocess.Popen[bytes]:
         """Start this interpreter with ``argv`` (``-m daphne …``), logging to test-artifacts/."""
-        log = open(ARTIFACTS / f"{name}.log", "ab")
+        path = ARTIFACTS / f"{name}.log"
+        log = open(path, "ab")
         proc = subprocess.Popen(
             [sys.executable, *argv],
             cwd=BASE_DIR,
@@ -193,6 +200,7 @@ class Processes:
         )
         self.procs.append(proc)
         self.names[name] = proc
+        self.logs[proc.pid] = path
         return proc
 
     def stop(self, proc: subprocess.Popen[bytes], timeout: float = 10) -> None:
@@ -201,12 +209,36 @@ class Processes:
             try:
                 proc.wait(timeout)
             except subprocess.TimeoutExpired:
+                warnings.warn(
+                    self.hung(proc, f"did not stop within {timeout:g}s of SIGTERM"), stacklevel=2
+                )
                 proc.kill()
                 proc.wait()
         try:
             os.killpg(proc.pid, 9)  # stray work horses
         except (ProcessLookupError, PermissionError):
             pass
+
+    def wait_for_exit(self, proc: subprocess.Popen[bytes], timeout: float) -> int:
+        """``proc``'s exit code; a process still running after ``timeout`` fails the test
+        with its threads' stacks."""
+        try:
+            return proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            pytest.fail(self.hung(proc, f"still running after {timeout:g}s"))
+
+    def hung(self, proc: subprocess.Popen[bytes], what: str) -> str:
+        """Abort a hung process (faulthandler writes every thread's stack to its log) and
+        say what it was doing: the end of its log."""
+        proc.send_signal(signal.SIGABRT)
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            pass
+        path = self.logs.get(proc.pid)
+        tail = path.read_text(errors="replace")[-6000:] if path else "(no log)"
+        argv = " ".join(str(arg) for arg in list(proc.args)[1:4])  # type: ignore[arg-type]
+        return f"process {proc.pid} ({argv}) {what}; its log ends:\n{tail}"
 
     def named(self, name: str) -> subprocess.Popen[bytes]:
         """The last process started under ``name``."""
