@@ -80,6 +80,10 @@ class TurnWorker(RidesOutRedis, SimpleWorker):
                 raise StopRequested()
         self.dequeuing = True
         try:
+            if self._stop_requested:
+                # The signal came after RQ's last look and before ``dequeuing``: it could
+                # not interrupt, and the wait for a job below may last minutes.
+                raise StopRequested()
             result = super().dequeue_job_and_maintain_ttl(timeout, max_idle_time)
         except BaseException:
             self.slots.release()
@@ -198,6 +202,7 @@ class TurnWorker(RidesOutRedis, SimpleWorker):
 
     def drain(self) -> None:
         grace = settings.AGENTSITE_TURN_STOP_GRACE_S
+        began = time.monotonic()
         if self.busy:
             log.info("Worker %s: waiting up to %gs for %d turns", self.name, grace, self.busy)
         # Stopped on request: a grace period. Out of work (--burst, --max-jobs): no limit.
@@ -206,9 +211,19 @@ class TurnWorker(RidesOutRedis, SimpleWorker):
             log.info("Worker %s: handing back %d turns", self.name, self.busy)
             self.engine.hand_back_all("worker_shutdown")
             self._wait_for_turns(15.0)
+        turns_s = time.monotonic() - began
         self.closer.shutdown(wait=True)
         self.chores.shutdown(wait=True, cancel_futures=True)
+        chores_s = time.monotonic() - began - turns_s
         self.engine.close()
+        log.info(
+            "Worker %s: drained in %.1fs (turns %.1fs, RQ records and chores %.1fs, loop %.1fs)",
+            self.name,
+            time.monotonic() - began,
+            turns_s,
+            chores_s,
+            time.monotonic() - began - turns_s - chores_s,
+        )
 
 
 # How every launcher (``serve``, the tests, the benchmarks) starts a turn worker.

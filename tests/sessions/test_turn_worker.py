@@ -9,13 +9,16 @@ from typing import Any
 
 import django_rq
 import pytest
+from rq import Queue
+from rq.exceptions import StopRequested
 from rq.job import Job as RqJob
 
+from jobs.live import redis_connection
 from sessions.llm.scripted import scripted_open, scripted_push, scripted_requests
 from sessions.models import AgentSession, Event, Run
 from sessions.runs import run_request_cancel
 from sessions.services import message_post
-from sessions.worker import TURN_WORKER_ARGS
+from sessions.worker import TURN_WORKER_ARGS, TurnWorker
 from tests.conftest import (
     Processes,
     registered_worker,
@@ -200,7 +203,7 @@ def test_a_killed_worker_s_turns_all_fail_as_lost_and_their_sessions_answer_agai
 
 
 def test_sigterm_lets_turns_finish_and_hands_back_the_rest_to_the_next_worker(
-    user: Any, own_turn_worker: Callable[..., Any]
+    user: Any, own_turn_worker: Callable[..., Any], rq_workers: Processes
 ) -> None:
     stopping = own_turn_worker("worker-turns-stopping", AGENTSITE_TURN_STOP_GRACE_S="3")
     finishing, unfinished = make_session(user), make_session(user)
@@ -219,7 +222,7 @@ def test_sigterm_lets_turns_finish_and_hands_back_the_rest_to_the_next_worker(
     assert wait_for_run(done.id).status == Run.Status.COMPLETED
     assert messages(finishing, done) == ["Finished in time."]
     wait_until(lambda: Event.objects.filter(run=handed, kind="run_requeued").exists())
-    assert stopping.wait(timeout=30) == 0
+    assert rq_workers.wait_for_exit(stopping, timeout=30) == 0
     assert Run.objects.get(pk=handed.id).status == Run.Status.QUEUED
 
     own_turn_worker("worker-turns-next")
@@ -236,3 +239,18 @@ def test_sigterm_lets_turns_finish_and_hands_back_the_rest_to_the_next_worker(
     ]
     first_try, second_try = scripted_requests(unfinished.id)
     assert first_try["messages"] == second_try["messages"]
+
+
+def test_a_stop_signalled_just_before_the_dequeue_is_not_lost_in_the_wait_for_a_job() -> None:
+    # The signal handler raises only while the worker waits for a job; one that lands
+    # after RQ's loop looked at the flag and before that wait must still stop it
+    # there, not after the whole wait for a job (minutes, by RQ's default).
+    connection = redis_connection()
+    worker = TurnWorker([Queue("stop-race-test", connection=connection)], connection=connection)
+    worker._stop_requested = True
+    try:
+        with pytest.raises(StopRequested):
+            worker.dequeue_job_and_maintain_ttl(timeout=60)
+        assert worker.slots.acquire(blocking=False)  # the slot it took was given back
+    finally:
+        worker.engine.close()
