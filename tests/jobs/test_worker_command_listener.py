@@ -38,16 +38,22 @@ def asleep_unsubscribed(listener: threading.Thread, worker: Any) -> bool:
     return not worker.pubsub.subscribed and names[:1] == ["wait"] and "get_message" in names
 
 
-@pytest.mark.parametrize("worker_class", [JobWorker, TurnWorker])
-def test_a_stopping_worker_does_not_wait_on_a_listener_that_saw_its_unsubscribe_first(
-    worker_class: type[Any],
-) -> None:
+@pytest.fixture(params=[JobWorker, TurnWorker], ids=lambda cls: cls.__name__)
+def listening(request: pytest.FixtureRequest) -> tuple[Any, threading.Thread]:
+    """A worker of each class, subscribed to its command channel on the real Redis."""
     connection = redis_connection()
-    worker = worker_class([Queue("listener-test", connection=connection)], connection=connection)
+    worker = request.param([Queue("listener-test", connection=connection)], connection=connection)
     worker.subscribe()
     listener = worker.pubsub_thread
     assert listener is not None and listener.is_alive()
+    wait_until(lambda: worker.pubsub.subscribed, timeout=10)
+    return worker, listener
 
+
+def test_a_stopping_worker_does_not_wait_on_a_listener_that_saw_its_unsubscribe_first(
+    listening: tuple[Any, threading.Thread],
+) -> None:
+    worker, listener = listening
     worker.pubsub.unsubscribe()  # the reply reaches the listener before the worker stops it
     wait_until(lambda: asleep_unsubscribed(listener, worker), timeout=10)
 
@@ -58,16 +64,10 @@ def test_a_stopping_worker_does_not_wait_on_a_listener_that_saw_its_unsubscribe_
     assert worker.pubsub.connection is None  # its connection went back to the pool
 
 
-@pytest.mark.parametrize("worker_class", [JobWorker, TurnWorker])
 def test_a_stopping_worker_s_listener_ends_and_closes_its_connection(
-    worker_class: type[Any],
+    listening: tuple[Any, threading.Thread],
 ) -> None:
-    connection = redis_connection()
-    worker = worker_class([Queue("listener-test", connection=connection)], connection=connection)
-    worker.subscribe()
-    listener = worker.pubsub_thread
-    wait_until(lambda: worker.pubsub.subscribed, timeout=10)
-
+    worker, listener = listening
     worker.unsubscribe()
 
     wait_until(lambda: not listener.is_alive(), timeout=PATIENCE_S)
