@@ -66,6 +66,17 @@ class PrivateWorker:
         wait_for_status(job_id, "running")
         return job_id
 
+    def stepping(self, seconds: int = 60) -> str:
+        """Start a ``sleepy`` job and wait for its first step, so its tool runs in the horse.
+
+        ``running`` is not enough to kill a horse mid-job: the worker starts the job
+        before it hands it over, and a horse killed before it began a job leaves it
+        to be queued again (nothing ran), not failed.
+        """
+        job_id = self.start("sleepy", {"seconds": seconds, "steps": seconds * 10})
+        wait_until(lambda: Job.objects.filter(pk=job_id, partial_count__gt=0).exists())
+        return job_id
+
     def run(self, tool: str, args: dict[str, Any] | None = None) -> Job:
         """Run a job to its end; it must end ``done``."""
         job = wait_for_status(self.start(tool, args), *FINAL)
@@ -145,7 +156,7 @@ def test_a_horse_killed_mid_job_fails_that_job_and_the_next_runs_in_a_new_horse(
 ) -> None:
     worker = private_worker()
     first = worker.horse_of()
-    job_id = worker.running("sleepy", {"seconds": 60, "steps": 600})
+    job_id = worker.stepping()
     os.kill(first, signal.SIGKILL)
     job = wait_for_status(job_id, *FINAL, timeout=30)
     assert (job.status, job.error_code) == ("failed", "worker_lost")
@@ -176,7 +187,7 @@ def test_a_cold_shutdown_mid_job_takes_the_horse_and_records_the_jobs_end(
 ) -> None:
     worker = private_worker()
     horse = worker.horse_of()
-    job_id = worker.running("sleepy", {"seconds": 60, "steps": 600})
+    job_id = worker.stepping()
     worker.proc.terminate()  # warm shutdown: it would wait for the job...
     time.sleep(1.2)  # (RQ ignores a second signal within a second of the first)
     worker.proc.terminate()  # ...cold shutdown: it will not
