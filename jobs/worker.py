@@ -219,6 +219,7 @@ class JobWorker(RidesOutRedis, Worker):
             reader_pid=os.getpid(),
         )
         horse = self._warm_horse_assign(assignment)
+        self._horse_pid = horse.pid
         try:
             self._watch(horse, job, execution)
         except BaseException:
@@ -272,7 +273,6 @@ class JobWorker(RidesOutRedis, Worker):
         if horse is not None:
             try:
                 horse.assign(assignment)
-                self._horse_pid = horse.pid
                 return horse
             except OSError:  # it died while idle (killed from outside): a new one
                 horse.reap()
@@ -284,7 +284,6 @@ class JobWorker(RidesOutRedis, Worker):
         horse = self._warm_horse = WarmHorse.fork(self)
         self.procline(f"Forked {horse.pid} at {time.time()}")  # type: ignore[no-untyped-call]
         horse.assign(assignment)
-        self._horse_pid = horse.pid
         return horse
 
     def _horse_lost(
