@@ -21,6 +21,7 @@ once their shared heartbeat goes stale.
 from __future__ import annotations
 
 import concurrent.futures
+import faulthandler
 import logging
 import threading
 import time
@@ -211,6 +212,15 @@ class TurnWorker(RidesOutRedis, SimpleWorker):
             log.info("Worker %s: handing back %d turns", self.name, self.busy)
             self.engine.hand_back_all("worker_shutdown")
             self._wait_for_turns(15.0)
+            if self.busy:
+                # A handed-back turn ends within moments unless something holds it:
+                # say where every thread is before the loop is closed under it.
+                log.warning(
+                    "Worker %s: %d turns did not end after their hand-back; threads follow",
+                    self.name,
+                    self.busy,
+                )
+                faulthandler.dump_traceback(all_threads=True)
         turns_s = time.monotonic() - began
         self.closer.shutdown(wait=True)
         self.chores.shutdown(wait=True, cancel_futures=True)

@@ -235,6 +235,10 @@ class Processes:
             proc.wait(10)
         except subprocess.TimeoutExpired:
             pass
+        return self.log_tail(proc, what)
+
+    def log_tail(self, proc: subprocess.Popen[bytes], what: str) -> str:
+        """``what`` of process ``proc``, with the end of its log."""
         path = self.logs.get(proc.pid)
         tail = path.read_text(errors="replace")[-6000:] if path else "(no log)"
         argv = " ".join(str(arg) for arg in list(proc.args)[1:4])  # type: ignore[arg-type]

@@ -221,7 +221,13 @@ def test_sigterm_lets_turns_finish_and_hands_back_the_rest_to_the_next_worker(
     scripted_open(finishing.id, "go")
     assert wait_for_run(done.id).status == Run.Status.COMPLETED
     assert messages(finishing, done) == ["Finished in time."]
-    wait_until(lambda: Event.objects.filter(run=handed, kind="run_requeued").exists())
+    try:
+        # Past the worker's own 3 + 15 s, so a turn it could not hand back shows in its log.
+        wait_until(
+            lambda: Event.objects.filter(run=handed, kind="run_requeued").exists(), timeout=25
+        )
+    except AssertionError:
+        pytest.fail(rq_workers.log_tail(stopping, "handed back no turn"))
     assert rq_workers.wait_for_exit(stopping, timeout=30) == 0
     assert Run.objects.get(pk=handed.id).status == Run.Status.QUEUED
 
