@@ -208,7 +208,13 @@ def test_the_whole_admin_job_list_pages_by_index_and_counts_its_cap_alone(
     [
         ("status__exact=timed_out", STATUS_INDEXES),
         ("tool=sleepy", TOOL_INDEXES),
-        ("status__exact=failed", "job_status_created_idx"),
+        # Nine in ten have this status, far more than the cap: the page and the
+        # count read them in the list's order and stop.
+        ("status__exact=done", "job_status_created_idx"),
+        # One in ten, about as many as the cap: reading them in order or finding
+        # them all and sorting them costs about the same, and which one PostgreSQL
+        # picks turns on how much of the table a vacuum has marked all-visible.
+        ("status__exact=failed", STATUS_INDEXES),
     ],
 )
 def test_the_admin_job_list_pages_and_counts_by_index(
