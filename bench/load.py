@@ -76,10 +76,35 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def cpu_s(pid: int) -> float:
-    """CPU time of a process and of the children it reaped (a tool worker's work horses)."""
+def child_pids(pid: int) -> list[int]:
+    """Direct children of ``pid`` (a tool worker's warm work horse)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1]) == pid:
+                    found.append(int(entry.name))
+            except (OSError, IndexError, ValueError):
+                continue
+    return found
+
+
+def _ticks(pid: int) -> int:
+    """utime, stime, and the cutime, cstime of the children ``pid`` reaped."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return sum(int(f) for f in fields[11:15]) / os.sysconf("SC_CLK_TCK")
+    return sum(int(f) for f in fields[11:15])
+
+
+def cpu_s(pid: int) -> float:
+    """CPU time of a process and of its work horses: the ones it reaped and the live one
+    (a tool worker's warm horse lives across jobs)."""
+    total = _ticks(pid)
+    for child in child_pids(pid):
+        try:
+            total += _ticks(child)
+        except OSError:
+            continue  # reaped meanwhile: its time is in the parent's cutime now
+    return total / os.sysconf("SC_CLK_TCK")
 
 
 def children(pid: int) -> dict[str, int]:
@@ -103,6 +128,39 @@ def children(pid: int) -> dict[str, int]:
         for i, child in enumerate(pids, 1):
             named[role if len(pids) == 1 else f"{role}{i}"] = child
     return named
+
+
+def pss_mib(pid: int) -> float:
+    """Proportional set size: each shared page counted once across its sharers."""
+    for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
+        if line.startswith("Pss:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def memory_line(serve_pid: int) -> str:
+    """PSS by role, a tool worker counted with its horse; shared pages are not double-counted."""
+    totals: dict[str, list[float]] = {}
+    horses = 0
+    for name, pid in children(serve_pid).items():
+        role = name.rstrip("0123456789")
+        try:
+            pss = pss_mib(pid)
+            for child in child_pids(pid) if role == "tools" else []:
+                pss += pss_mib(child)
+                horses += 1
+        except OSError:
+            continue
+        totals.setdefault(role, []).append(pss)
+    parts = []
+    for role, values in totals.items():
+        each = f", {sum(values) / len(values):.0f} each" if len(values) > 1 else ""
+        parts.append(f"{role} {sum(values):.0f}{each}")
+    total = sum(sum(values) for values in totals.values())
+    return (
+        f"memory (PSS, MiB) after the last step: {', '.join(parts)}"
+        f" (tools with {horses} live horses); all {total:.0f}"
+    )
 
 
 class Serve:
@@ -360,6 +418,7 @@ def main() -> int:
                 print_step(step, call_s, baseline)
                 if not passes(step, call_s) and not KEEP_GOING:
                     break
+            print(memory_line(serve.proc.pid))
     finally:
         for proc in owned:
             proc.terminate()
