@@ -184,11 +184,16 @@ class Processes:
         """Start ``manage.py`` with ``argv``."""
         return self.start_python(name, str(BASE_DIR / "manage.py"), *argv, env=env)
 
+    @staticmethod
+    def artifact(name: str) -> Path:
+        """Where the process started as ``name`` logs."""
+        return ARTIFACTS / f"{name}.log"
+
     def start_python(
         self, name: str, *argv: str, env: dict[str, str] | None = None
     ) -> subprocess.Popen[bytes]:
         """Start this interpreter with ``argv`` (``-m daphne …``), logging to test-artifacts/."""
-        path = ARTIFACTS / f"{name}.log"
+        path = self.artifact(name)
         log = open(path, "ab")
         proc = subprocess.Popen(
             [sys.executable, *argv],

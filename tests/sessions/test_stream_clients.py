@@ -109,25 +109,36 @@ def logged_seqs(session: AgentSession) -> list[int]:
 def daphne_serve(processes: Any, name: str = "daphne", env: dict[str, str] | None = None) -> str:
     """Start the real web server (daphne on ``agentsite.asgi``, as in production) on a free port.
 
-    Returns its base URL.
+    Returns its base URL once this daphne says it listens there. A port found
+    free can be taken before daphne binds it (by another test worker's server):
+    daphne then logs a listen failure and exits, while a connection to the port
+    would reach the other server. So readiness is read from daphne's own log, and
+    a lost port is tried again with another.
     """
-    import socket
     import time
 
     from agentsite.core.embedded_redis import free_port
 
-    port = free_port()
-    daphne = ["-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "agentsite.asgi:application"]
-    proc = processes.start_python(name, *daphne, env=env)
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
-            return f"http://127.0.0.1:{port}"
-        except OSError:
+    for _ in range(5):
+        port = free_port()
+        log = processes.artifact(name)
+        seen = log.stat().st_size if log.exists() else 0
+        daphne = ["-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "agentsite.asgi:application"]
+        proc = processes.start_python(name, *daphne, env=env)
+        deadline = time.monotonic() + 30
+        while True:
+            with open(log, "rb") as lines:
+                lines.seek(seen)
+                said = lines.read().decode(errors="replace")
+            if f"Listening on TCP address 127.0.0.1:{port}" in said:
+                return f"http://127.0.0.1:{port}"
+            if "Listen failure" in said:
+                processes.stop(proc)
+                break  # the port was taken meanwhile: another one
             if proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"daphne did not start; see test-artifacts/{name}.log") from None
+                raise RuntimeError(f"daphne did not start; see {log}")
             time.sleep(0.1)
+    raise RuntimeError(f"daphne found no free port in 5 tries; see {log}")
 
 
 def sse_events(lines: Any) -> Any:
