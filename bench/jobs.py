@@ -26,6 +26,7 @@ from typing import Any
 BASE_DIR = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(BASE_DIR))
 
+from _procs import TICKS_PER_S, cpu_ticks, live_children_ticks, parents  # noqa: E402
 from _scratch import (  # noqa: E402
     percentile,
     scratch_environment,
@@ -55,22 +56,13 @@ def describe(
 def cpu_seconds(procs: list[subprocess.Popen[bytes]]) -> tuple[float, float]:
     """CPU time of the workers, and of their work horses: the ones they reaped and the
     ones still alive (a tool worker's warm horse lives across jobs)."""
-    ticks = os.sysconf("SC_CLK_TCK")
+    table = parents()
     own = horses = 0
-    stats = {}
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            stats[int(stat.parent.name)] = stat.read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue  # it ended meanwhile: its time is in its parent's cutime now
     for proc in procs:
-        fields = stats[proc.pid]
-        own += int(fields[11]) + int(fields[12])  # utime stime
-        horses += int(fields[13]) + int(fields[14])  # cutime cstime
-        for child in stats.values():
-            if int(child[1]) == proc.pid:  # ppid
-                horses += sum(int(f) for f in child[11:15])
-    return own / ticks, horses / ticks
+        worker, reaped = cpu_ticks(proc.pid)
+        own += worker
+        horses += reaped + live_children_ticks(proc.pid, table)
+    return own / TICKS_PER_S, horses / TICKS_PER_S
 
 
 def cpu_line(name: str, before: tuple[float, float], after: tuple[float, float]) -> str:

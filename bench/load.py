@@ -49,6 +49,14 @@ from pathlib import Path
 BASE_DIR = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(BASE_DIR))
 
+from _procs import (  # noqa: E402
+    TICKS_PER_S,
+    children_of,
+    cpu_ticks,
+    live_children_ticks,
+    parents,
+    pss_mib,
+)
 from _scratch import percentile, scratch_environment  # noqa: E402
 
 LEVELS = [
@@ -76,52 +84,23 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def child_pids(pid: int) -> list[int]:
-    """Direct children of ``pid`` (a tool worker's warm work horse)."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                if int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1]) == pid:
-                    found.append(int(entry.name))
-            except (OSError, IndexError, ValueError):
-                continue
-    return found
-
-
-def _ticks(pid: int) -> int:
-    """utime, stime, and the cutime, cstime of the children ``pid`` reaped."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return sum(int(f) for f in fields[11:15])
-
-
-def cpu_s(pid: int) -> float:
-    """CPU time of a process and of its work horses: the ones it reaped and the live one
-    (a tool worker's warm horse lives across jobs)."""
-    total = _ticks(pid)
-    for child in child_pids(pid):
-        try:
-            total += _ticks(child)
-        except OSError:
-            continue  # reaped meanwhile: its time is in the parent's cutime now
-    return total / os.sysconf("SC_CLK_TCK")
+def cpu_s(pid: int, table: dict[int, int]) -> float:
+    """CPU time of a process and of its work horses: the ones it reaped and the live one."""
+    return (sum(cpu_ticks(pid)) + live_children_ticks(pid, table)) / TICKS_PER_S
 
 
 def children(pid: int) -> dict[str, int]:
     """serve's processes by role, numbered when there are several (read each step: serve
     restarts one that exits)."""
     by_role: dict[str, list[int]] = {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
+    for child in children_of(pid, parents()):
         try:
-            ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
-            argv = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
-        except (OSError, IndexError, ValueError):
+            argv = Path(f"/proc/{child}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except OSError:
             continue
         role = next((name for word, name in ROLES if word in argv), None)
-        if ppid == pid and role:
-            by_role.setdefault(role, []).append(int(entry.name))
+        if role:
+            by_role.setdefault(role, []).append(child)
     named: dict[str, int] = {}
     for _, role in ROLES:
         pids = sorted(by_role.get(role, []))
@@ -130,23 +109,16 @@ def children(pid: int) -> dict[str, int]:
     return named
 
 
-def pss_mib(pid: int) -> float:
-    """Proportional set size: each shared page counted once across its sharers."""
-    for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
-        if line.startswith("Pss:"):
-            return int(line.split()[1]) / 1024
-    return 0.0
-
-
 def memory_line(serve_pid: int) -> str:
     """PSS by role, a tool worker counted with its horse; shared pages are not double-counted."""
     totals: dict[str, list[float]] = {}
     horses = 0
+    table = parents()
     for name, pid in children(serve_pid).items():
         role = name.rstrip("0123456789")
         try:
             pss = pss_mib(pid)
-            for child in child_pids(pid) if role == "tools" else []:
+            for child in children_of(pid, table) if role == "tools" else []:
                 pss += pss_mib(child)
                 horses += 1
         except OSError:
@@ -278,7 +250,8 @@ def run_step(serve: Serve, scratch: Path, tokens_path: Path, users: int) -> Step
         *("--csv", str(scratch / f"locust-{users}")),
     ]
     pids = children(serve.proc.pid)
-    before = {role: cpu_s(pid) for role, pid in pids.items()}
+    table = parents()
+    before = {role: cpu_s(pid, table) for role, pid in pids.items()}
     client_before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started, since = time.monotonic(), datetime.now(UTC)
     with open(scratch / f"locust-{users}.log", "wb") as log:
@@ -286,9 +259,10 @@ def run_step(serve: Serve, scratch: Path, tokens_path: Path, users: int) -> Step
     elapsed = time.monotonic() - started
     step = Step(users)
     tool_occupancy(step, since, datetime.now(UTC))
+    table = parents()
     for role, pid in pids.items():
         try:
-            step.cpu[role] = (cpu_s(pid) - before[role]) / elapsed
+            step.cpu[role] = (cpu_s(pid, table) - before[role]) / elapsed
         except OSError:
             step.errors.append(f"{role} (pid {pid}) exited during the step")
     client = resource.getrusage(resource.RUSAGE_CHILDREN)
