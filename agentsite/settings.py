@@ -355,6 +355,21 @@ if AGENTSITE_RUN_TESTS_SANDBOX not in {"auto", "required", "off"}:
     AGENTSITE_RUN_TESTS_SANDBOX = "required"
 # More files and directories the sandbox covers (comma-separated absolute paths).
 AGENTSITE_RUN_TESTS_HIDDEN_PATHS = env_list("AGENTSITE_RUN_TESTS_HIDDEN_PATHS", [])
+# What the sandboxed tests may write in the workspace: "copy" (a scratch copy of it,
+# thrown away after the run), "read-only" (nothing), "writable" (the workspace itself).
+AGENTSITE_RUN_TESTS_WORKSPACE = env_str("AGENTSITE_RUN_TESTS_WORKSPACE", "copy").strip().lower()
+if AGENTSITE_RUN_TESTS_WORKSPACE not in {"copy", "read-only", "writable"}:
+    CONFIG_ERRORS.append(
+        (
+            "AGENTSITE_RUN_TESTS_WORKSPACE",
+            f"AGENTSITE_RUN_TESTS_WORKSPACE={AGENTSITE_RUN_TESTS_WORKSPACE!r} is not one of "
+            "copy, read-only, writable.",
+        )
+    )
+    AGENTSITE_RUN_TESTS_WORKSPACE = "read-only"
+# The unprivileged user (and group) the sandboxed tests run as when the server is root.
+AGENTSITE_RUN_TESTS_UID = env_int("AGENTSITE_RUN_TESTS_UID", 65534, least=1)
+AGENTSITE_RUN_TESTS_GID = env_int("AGENTSITE_RUN_TESTS_GID", 65534, least=1)
 # Seconds between keep-alive comments on server-sent event streams.
 AGENTSITE_SSE_HEARTBEAT_S = env_float("AGENTSITE_SSE_HEARTBEAT_S", 15.0)
 # Seconds without traffic after which a websocket re-reads its session's log and

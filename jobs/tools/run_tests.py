@@ -165,7 +165,7 @@ def summary_line(counts: Counter[str], failing_files: list[str]) -> str:
     return line
 
 
-def subprocess_env(report_path: Path, scratch: Path, *, watch_parent: bool) -> dict[str, str]:
+def subprocess_env(report_path: Path, scratch: Path) -> dict[str, str]:
     """A minimal environment: the tests are workspace code and see none of our secrets
     (no SECRET_KEY, DATABASE_URL, REDIS_URL, API keys), with a home and a TMPDIR of their own."""
     env = {key: os.environ[key] for key in ("PATH", "LANG", "LC_ALL") if key in os.environ}
@@ -180,9 +180,6 @@ def subprocess_env(report_path: Path, scratch: Path, *, watch_parent: bool) -> d
         PYTHONUNBUFFERED="1",
         AGENTSITE_REPORT_PATH=str(report_path),
     )
-    if watch_parent:
-        # In the sandbox, the namespace's end takes the run with it instead.
-        env["AGENTSITE_PARENT_PID"] = str(os.getpid())
     return env
 
 
@@ -251,11 +248,12 @@ def output_tail(path: Path, limit: int = 3000) -> str:
     return text[-limit:].strip()
 
 
-def interpreter_home() -> Path:
-    """The virtualenv or installation pytest's interpreter lives in, which the sandbox
-    mounts back should it lie in a covered directory (a virtualenv under /tmp); so is
-    ``PLUGIN_DIR``, for an agentsite installed there."""
-    return Path(workspace_python()).parent.parent
+def interpreter_homes() -> list[Path]:
+    """The virtualenv pytest's interpreter lives in and the installation it links to,
+    which the sandbox mounts back should they lie in a covered directory (a virtualenv
+    under /tmp, an installation in root's home); so is ``PLUGIN_DIR``."""
+    python = Path(workspace_python())
+    return list(dict.fromkeys([python.parent.parent, python.resolve().parent.parent]))
 
 
 def run_tests(args: Any, ctx: ToolContext) -> dict[str, Any]:
@@ -267,16 +265,22 @@ def run_tests(args: Any, ctx: ToolContext) -> dict[str, Any]:
         scratch = Path(scratch_dir)
         report_path, log_path = scratch / "report.jsonl", scratch / "output.txt"
         report_path.touch()
+        env = subprocess_env(report_path, scratch)
         argv, isolation = sandboxed(
             pytest_argv(params, root, scratch),
             cwd=root,
-            keep=[root, scratch, interpreter_home(), PLUGIN_DIR],
+            scratch=scratch,
+            workspace=root,
+            keep=[*interpreter_homes(), PLUGIN_DIR],
         )
+        if isolation == "none":
+            # In the sandbox, the namespace's end takes the run with it instead.
+            env["AGENTSITE_PARENT_PID"] = str(os.getpid())
         with open(log_path, "wb") as log:
             proc = subprocess.Popen(
                 argv,
                 cwd=root,
-                env=subprocess_env(report_path, scratch, watch_parent=isolation == "none"),
+                env=env,
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=subprocess.STDOUT,

@@ -1,42 +1,62 @@
-"""Where ``run_tests`` runs pytest: in Linux namespaces of its own, without the server's secrets.
+"""Where ``run_tests`` runs pytest: a read-only view of the machine, without the server's secrets.
 
 Workspace tests are code the server did not write. They run under ``unshare``
-(util-linux) with new mount, network and PID namespaces (and a user namespace
-when the server is not root), where:
+(util-linux) in new mount, network and PID namespaces, whose first process
+(``sandbox_init.py``) builds the filesystem the tests see:
 
-- the server's data directory (``.agentsite``: the secret key, the saved login,
-  the embedded Redis, local databases), the SQLite database file and its
-  sidecars, and the directories holding sockets and scratch files (``/tmp``,
-  ``/var/tmp``, ``/run``, ``/dev/shm``) are covered by empty tmpfs mounts or
-  ``/dev/null``; the workspace and the run's own scratch directory are mounted
-  back in;
-- there is no network but a loopback of its own, so no database or Redis
-  server can be reached;
+- everything is read-only: a recursive copy of ``/`` with every mount remounted
+  read-only, entered with ``pivot_root`` so no path leads back to the original;
+- writable are only a fresh, private ``/tmp``, ``/var/tmp`` and ``/dev/shm``, the
+  run's scratch directory, and the workspace as ``AGENTSITE_RUN_TESTS_WORKSPACE``
+  says: a scratch copy of it (``copy``, the default), the workspace itself
+  (``writable``), or nothing (``read-only``);
+- covered, whatever the settings: the data directory (``.agentsite``: secret key,
+  saved login, embedded Redis, local databases), every SQLite file the settings name
+  and the default ``db.sqlite3`` with their sidecars, the unix sockets named by
+  ``REDIS_URL`` and the database settings, ``/run``, the server user's home (when it
+  is not root) and ``AGENTSITE_RUN_TESTS_HIDDEN_PATHS``;
+- when the server is root the tests run as ``AGENTSITE_RUN_TESTS_UID`` (nobody by
+  default), so root-only files stay closed; a directory that user cannot enter on
+  the way to the interpreter or the workspace is covered, and only what the tests
+  need is mounted back in it. Otherwise a user namespace maps the server's user;
+- the network namespace has only a loopback of its own: no database, Redis or
+  other host can be reached;
 - ``/proc`` shows the tests' own processes only (no other process's environment);
-- pytest starts without any capability (``setpriv``), so it cannot undo the mounts.
+- pytest starts without any capability and with ``no_new_privs`` (``setpriv``), so
+  it cannot undo a mount.
 
 The environment is scrubbed by the caller (``run_tests.subprocess_env``).
 ``AGENTSITE_RUN_TESTS_SANDBOX`` says what happens where the namespaces are not
-available (``unshare`` or ``setpriv`` missing, or the kernel refusing them).
+available (``unshare`` or ``setpriv`` missing, or the kernel refusing them): ``auto``
+runs with the scrubbed environment only, ``required`` fails the job.
 """
 
 from __future__ import annotations
 
 import functools
+import json
 import logging
 import os
-import shlex
 import shutil
+import stat
 import subprocess
+import sys
 import tempfile
 from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, urlparse
 
 from django.conf import settings
 
 logger = logging.getLogger(__name__)
 
-SHARED_DIRS = ("/tmp", "/var/tmp", "/run", "/dev/shm")
+INIT = Path(__file__).resolve().with_name("sandbox_init.py")
+# Fresh and writable in the sandbox.
+PRIVATE_DIRS = ("/tmp", "/var/tmp", "/dev/shm")
+# Covered: where services keep their sockets.
+SOCKET_DIRS = ("/run",)
 SQLITE_SIDECARS = ("", "-wal", "-shm", "-journal")
+SQLITE_PATTERNS = ("*.sqlite3", "*.sqlite", "*.db")
 PROBE_TIMEOUT_S = 20.0
 
 
@@ -44,31 +64,83 @@ class SandboxUnavailable(RuntimeError):
     """The sandbox is required but this machine cannot make one."""
 
 
-def unshare_argv() -> list[str] | None:
+def as_root() -> bool:
+    return os.geteuid() == 0
+
+
+def unshare_argv(*, root: bool) -> list[str] | None:
+    """The command that makes the namespaces: as root a mount namespace of the machine's
+    own user namespace; otherwise a user namespace in which the server's user is root."""
     unshare, setpriv = shutil.which("unshare"), shutil.which("setpriv")
     if unshare is None or setpriv is None:
         return None
     argv = [setpriv, "--pdeathsig", "KILL", "--", unshare]
-    if os.geteuid() != 0:
+    if not root:
         argv += ["--user", "--map-root-user"]
     namespaces = ["--mount", "--net", "--pid", "--fork", "--mount-proc", "--kill-child"]
     return [*argv, *namespaces, "--propagation", "private"]
 
 
+def tests_user() -> tuple[int, int] | None:
+    """The uid and gid the tests run as: an unprivileged one when the server is root."""
+    if not as_root():
+        return None
+    return settings.AGENTSITE_RUN_TESTS_UID, settings.AGENTSITE_RUN_TESTS_GID
+
+
+def sqlite_files() -> list[Path]:
+    """Every SQLite file the settings name, the default one, and any beside it."""
+    names: list[Path] = []
+    for database in settings.DATABASES.values():
+        if database["ENGINE"].endswith("sqlite3"):
+            test_name = (database.get("TEST") or {}).get("NAME")
+            names += [Path(str(n)) for n in (database["NAME"], test_name) if n]
+    base = Path(settings.BASE_DIR)
+    names.append(base / "db.sqlite3")
+    names += [found for pattern in SQLITE_PATTERNS for found in base.glob(pattern)]
+    return [
+        Path(f"{name}{suffix}")
+        for name in names
+        if str(name) != ":memory:" and "mode=memory" not in str(name)
+        for suffix in SQLITE_SIDECARS
+    ]
+
+
+def redis_socket(url: str) -> Path | None:
+    parts = urlparse(url)
+    if parts.scheme == "unix":
+        return Path(parts.path)
+    socket_path = parse_qs(parts.query).get("unix_socket_path")
+    return Path(socket_path[0]) if socket_path else None
+
+
+def socket_paths() -> list[Path]:
+    """The unix sockets (or their directories) the settings connect to."""
+    found = [redis_socket(settings.REDIS_URL)]
+    for database in settings.DATABASES.values():
+        host = str(database.get("HOST") or "")
+        options = database.get("OPTIONS") or {}
+        found += [Path(p) for p in (host, str(options.get("unix_socket", ""))) if p.startswith("/")]
+    return [path for path in found if path is not None]
+
+
 def hidden_paths() -> list[Path]:
-    """What the tests must not see: the data directory, the SQLite files, shared dirs."""
-    paths = [Path(settings.LOCAL_DIR), *(Path(p) for p in SHARED_DIRS)]
-    database = settings.DATABASES["default"]
-    if database["ENGINE"].endswith("sqlite3") and str(database["NAME"]) != ":memory:":
-        name = str(database["NAME"])
-        paths += [Path(name + suffix) for suffix in SQLITE_SIDECARS]
+    """What the tests must not see, existing and resolved, none inside another."""
+    paths = [Path(settings.LOCAL_DIR), *(Path(p) for p in SOCKET_DIRS)]
+    paths += sqlite_files() + socket_paths()
     paths += [Path(p) for p in settings.AGENTSITE_RUN_TESTS_HIDDEN_PATHS]
-    existing = sorted({path.resolve() for path in paths if path.exists()})
-    # What lies in a covered directory is covered with it.
+    if not as_root():
+        paths.append(Path.home())  # the server's user: keys, credentials, shell history
+    return outermost(path.resolve() for path in paths if path.exists())
+
+
+def outermost(paths: Any) -> list[Path]:
+    """``paths`` without those that lie in a directory among them."""
+    unique = sorted(set(paths))
     return [
         path
-        for path in existing
-        if not any(other != path and other.is_dir() and is_under(path, other) for other in existing)
+        for path in unique
+        if not any(other != path and other.is_dir() and is_under(path, other) for other in unique)
     ]
 
 
@@ -76,46 +148,114 @@ def is_under(path: Path, directory: Path) -> bool:
     return path == directory or path.is_relative_to(directory)
 
 
-def setup_script(argv: list[str], *, cwd: Path, keep: list[Path]) -> str:
-    """The shell script run inside the namespaces: cover, mount back, drop capabilities, run."""
-    hidden = hidden_paths()
+def can_enter(directory: Path, uid: int, gid: int) -> bool:
+    status = directory.stat()
+    if status.st_uid == uid:
+        return bool(status.st_mode & stat.S_IXUSR)
+    if status.st_gid == gid:
+        return bool(status.st_mode & stat.S_IXGRP)
+    return bool(status.st_mode & stat.S_IXOTH)
+
+
+def closed_ancestors(paths: list[Path], user: tuple[int, int]) -> list[Path]:
+    """The first directory on the way to each path that ``user`` may not enter: covered,
+    with only the paths mounted back in it."""
+    closed = []
+    for path in paths:
+        for ancestor in reversed(path.parents):
+            if not can_enter(ancestor, *user):
+                closed.append(ancestor)
+                break
+    return closed
+
+
+def copy_workspace(workspace: Path, destination: Path, hidden: list[Path]) -> None:
+    """The scratch copy the tests may write: directories, files and links, nothing else,
+    and nothing of what is hidden (a data directory in the workspace, say)."""
+
+    def left_out(directory: str, names: list[str]) -> set[str]:
+        def special(name: str) -> bool:
+            path = os.path.join(directory, name)
+            mode = os.lstat(path).st_mode
+            if Path(path).resolve() in hidden:
+                return True
+            return not (stat.S_ISDIR(mode) or stat.S_ISREG(mode) or stat.S_ISLNK(mode))
+
+        return {name for name in names if special(name)}
+
+    shutil.copytree(workspace, destination, symlinks=True, ignore=left_out)
+
+
+def give_to(user: tuple[int, int], top: Path) -> None:
+    uid, gid = user
+    os.chown(top, uid, gid)
+    for folder, dirs, files in os.walk(top):
+        for name in dirs + files:
+            os.chown(os.path.join(folder, name), uid, gid, follow_symlinks=False)
+
+
+def bind(source: Path, target: Path, *, writable: bool) -> dict[str, Any]:
+    return {"source": str(source), "target": str(target), "writable": writable}
+
+
+def plan(
+    argv: list[str], *, cwd: Path, scratch: Path, workspace: Path, keep: list[Path]
+) -> dict[str, Any]:
+    """What ``sandbox_init.py`` builds and runs; prepares the scratch directory for it."""
+    scratch, workspace = scratch.resolve(), workspace.resolve()
     keep = [path.resolve() for path in keep]
-    covered = [k for k in keep if any(is_under(k, h) for h in hidden if h.is_dir())]
-    lines = ["set -e"]
-    # Directories to mount back are held open, so they stay reachable once covered.
-    lines += [f"exec {3 + i}< {shlex.quote(str(path))}" for i, path in enumerate(covered)]
-    for path in hidden:
-        quoted = shlex.quote(str(path))
-        if path.is_dir():
-            lines.append(f"mount -t tmpfs -o size=1m,mode=0755 agentsite-hidden {quoted}")
-        else:
-            lines.append(f"mount --bind /dev/null {quoted}")
-    for i, path in enumerate(covered):
-        quoted = shlex.quote(str(path))
-        lines.append(f"mkdir -p {quoted}")
-        lines.append(f"mount --no-canonicalize --bind /proc/self/fd/{3 + i} {quoted}")
-        lines.append(f"exec {3 + i}<&-")
-    lines.append("ip link set lo up 2>/dev/null || true")
-    lines.append(f"cd {shlex.quote(str(cwd))}")
-    setpriv = shlex.quote(shutil.which("setpriv") or "setpriv")
-    drop = "--no-new-privs --bounding-set=-all --inh-caps=-all --ambient-caps=-all"
-    lines.append("set +e")
-    lines.append(f"{setpriv} {drop} -- {shlex.join(argv)}")
-    lines.append("exit $?")
-    return "\n".join(lines) + "\n"
+    user = tests_user()
+    mode = settings.AGENTSITE_RUN_TESTS_WORKSPACE
+    hidden = hidden_paths()
+    binds = [bind(scratch, scratch, writable=True)]
+    if mode == "copy":
+        copy_workspace(workspace, scratch / "workspace", hidden)
+        binds.append(bind(scratch / "workspace", workspace, writable=True))
+    else:
+        binds.append(bind(workspace, workspace, writable=mode == "writable"))
+    binds += [bind(path, path, writable=False) for path in keep if path.exists()]
+    if user is not None:
+        hidden = outermost([*hidden, *closed_ancestors([workspace, scratch, *keep], user)])
+        give_to(user, scratch)
+    # What lies in a path mounted back is covered again once it is mounted.
+    targets = [Path(b["target"]) for b in binds]
+    again = [h for h in hidden if any(h != t and is_under(h, t) for t in targets)]
+    (scratch / "root").mkdir()
+    drop = ["--no-new-privs", "--bounding-set=-all", "--inh-caps=-all", "--ambient-caps=-all"]
+    if user is not None:
+        drop = [f"--reuid={user[0]}", f"--regid={user[1]}", "--clear-groups", *drop]
+    return {
+        "new_root": str(scratch / "root"),
+        "private": list(PRIVATE_DIRS),
+        "hide": [{"path": str(p), "dir": p.is_dir()} for p in hidden if p not in again],
+        "hide_again": [{"path": str(p), "dir": p.is_dir()} for p in again],
+        "binds": binds,
+        "cwd": str(cwd),
+        "argv": [shutil.which("setpriv") or "setpriv", *drop, "--", *argv],
+        "pivot_root": shutil.which("pivot_root") or "pivot_root",
+        "ip": shutil.which("ip") or "",
+    }
+
+
+def init_argv(prefix: list[str], the_plan: dict[str, Any]) -> list[str]:
+    return [*prefix, sys.executable, "-I", "-S", str(INIT), json.dumps(the_plan)]
 
 
 @functools.cache
 def namespaces_work() -> str | None:
     """None when a sandbox can be made here; else why not (checked once per process)."""
-    prefix = unshare_argv()
-    if prefix is None:
-        return "unshare or setpriv (util-linux) is not installed"
+    prefix = unshare_argv(root=as_root())
+    if prefix is None or shutil.which("pivot_root") is None:
+        return "unshare, setpriv or pivot_root (util-linux) is not installed"
     with tempfile.TemporaryDirectory(prefix="agentsite-sandbox-probe-") as probe:
-        script = setup_script(["true"], cwd=Path(probe), keep=[Path(probe)])
+        scratch, workspace = Path(probe) / "scratch", Path(probe) / "workspace"
+        scratch.mkdir()
+        workspace.mkdir()
+        true = shutil.which("true") or "/bin/true"
+        the_plan = plan([true], cwd=workspace, scratch=scratch, workspace=workspace, keep=[])
         try:
             done = subprocess.run(
-                [*prefix, "/bin/sh", "-c", script],
+                init_argv(prefix, the_plan),
                 capture_output=True,
                 text=True,
                 timeout=PROBE_TIMEOUT_S,
@@ -128,7 +268,9 @@ def namespaces_work() -> str | None:
     return None
 
 
-def sandboxed(argv: list[str], *, cwd: Path, keep: list[Path]) -> tuple[list[str], str]:
+def sandboxed(
+    argv: list[str], *, cwd: Path, scratch: Path, workspace: Path, keep: list[Path]
+) -> tuple[list[str], str]:
     """``argv`` wrapped in the sandbox, and the isolation it runs under: ``namespaces``
     or ``none`` (``AGENTSITE_RUN_TESTS_SANDBOX=off``, or ``auto`` where none can be made)."""
     mode = settings.AGENTSITE_RUN_TESTS_SANDBOX
@@ -136,9 +278,10 @@ def sandboxed(argv: list[str], *, cwd: Path, keep: list[Path]) -> tuple[list[str
         return argv, "none"
     why_not = namespaces_work()
     if why_not is None:
-        prefix = unshare_argv()
+        prefix = unshare_argv(root=as_root())
         assert prefix is not None
-        return [*prefix, "/bin/sh", "-c", setup_script(argv, cwd=cwd, keep=keep)], "namespaces"
+        the_plan = plan(argv, cwd=cwd, scratch=scratch, workspace=workspace, keep=keep)
+        return init_argv(prefix, the_plan), "namespaces"
     if mode == "required":
         raise SandboxUnavailable(
             f"run_tests runs tests only in its sandbox, and none can be made here: {why_not}"

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from django.conf import settings
 from django.test import override_settings
 from django.utils import timezone
 from pydantic import ValidationError
@@ -64,8 +65,17 @@ def slow_workspace(tmp_path: Path) -> Iterator[Path]:
         "    os.rename('pids.tmp', 'pids')\n"
         "    time.sleep(60)\n"
     )
-    with override_settings(AGENTSITE_WORKSPACE=tmp_path):
+    # The slow test notes its pids in the workspace itself, which it may write here.
+    writable_by_the_tests(tmp_path)
+    with override_settings(AGENTSITE_WORKSPACE=tmp_path, AGENTSITE_RUN_TESTS_WORKSPACE="writable"):
         yield tmp_path
+
+
+def writable_by_the_tests(workspace: Path) -> None:
+    """Give ``workspace`` to the user the sandboxed tests run as (when the server is root)."""
+    if os.geteuid() == 0:
+        for path in [workspace, *workspace.rglob("*")]:
+            os.chown(path, settings.AGENTSITE_RUN_TESTS_UID, settings.AGENTSITE_RUN_TESTS_GID)
 
 
 def run_in_thread(args: dict[str, Any], ctx: LocalToolContext) -> dict[str, Any]:
@@ -250,6 +260,7 @@ def test_a_killed_runner_takes_the_test_run_with_it(slow_workspace: Path) -> Non
             **os.environ,
             "DJANGO_SETTINGS_MODULE": "agentsite.settings",
             "AGENTSITE_WORKSPACE": str(slow_workspace),
+            "AGENTSITE_RUN_TESTS_WORKSPACE": "writable",
         },
         cwd=Path(__file__).resolve().parents[2],
     )
