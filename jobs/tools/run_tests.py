@@ -30,7 +30,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from jobs.registry import ToolCancelled, ToolContext, tool
 from jobs.tools.running import stop_requested, tool_input, tool_setting
-from jobs.tools.sandbox import sandboxed
+from jobs.tools.sandbox import SETUP_FAILED, SandboxUnavailable, sandboxed
 from jobs.tools.workspace_paths import (
     WorkspacePathError,
     server_paths_hidden,
@@ -291,6 +291,8 @@ def run_tests(args: Any, ctx: ToolContext) -> dict[str, Any]:
             finally:
                 stop_process_group(proc)
         returncode = proc.returncode
+        if isolation == "namespaces" and returncode == SETUP_FAILED and tally.exitstatus is None:
+            raise SandboxUnavailable(f"the tests did not run: {output_tail(log_path)}")
         if tally.exitstatus is None:
             raise RuntimeError(
                 f"pytest ended before finishing the run (exit code {returncode}): "

@@ -48,6 +48,8 @@ from urllib.parse import parse_qs, urlparse
 
 from django.conf import settings
 
+from jobs.tools.sandbox_init import SETUP_FAILED
+
 logger = logging.getLogger(__name__)
 
 INIT = Path(__file__).resolve().with_name("sandbox_init.py")
@@ -58,6 +60,9 @@ SOCKET_DIRS = ("/run",)
 SQLITE_SIDECARS = ("", "-wal", "-shm", "-journal")
 SQLITE_PATTERNS = ("*.sqlite3", "*.sqlite", "*.db")
 PROBE_TIMEOUT_S = 20.0
+
+
+__all__ = ["SETUP_FAILED", "SandboxUnavailable", "sandboxed"]
 
 
 class SandboxUnavailable(RuntimeError):
@@ -81,10 +86,8 @@ def unshare_argv(*, root: bool) -> list[str] | None:
     return [*argv, *namespaces, "--propagation", "private"]
 
 
-def tests_user() -> tuple[int, int] | None:
-    """The uid and gid the tests run as: an unprivileged one when the server is root."""
-    if not as_root():
-        return None
+def tests_user() -> tuple[int, int]:
+    """The unprivileged uid and gid the tests run as when the server is root."""
     return settings.AGENTSITE_RUN_TESTS_UID, settings.AGENTSITE_RUN_TESTS_GID
 
 
@@ -124,12 +127,12 @@ def socket_paths() -> list[Path]:
     return [path for path in found if path is not None]
 
 
-def hidden_paths() -> list[Path]:
+def hidden_paths(*, root: bool) -> list[Path]:
     """What the tests must not see, existing and resolved, none inside another."""
     paths = [Path(settings.LOCAL_DIR), *(Path(p) for p in SOCKET_DIRS)]
     paths += sqlite_files() + socket_paths()
     paths += [Path(p) for p in settings.AGENTSITE_RUN_TESTS_HIDDEN_PATHS]
-    if not as_root():
+    if not root:
         paths.append(Path.home())  # the server's user: keys, credentials, shell history
     return outermost(path.resolve() for path in paths if path.exists())
 
@@ -199,14 +202,22 @@ def bind(source: Path, target: Path, *, writable: bool) -> dict[str, Any]:
 
 
 def plan(
-    argv: list[str], *, cwd: Path, scratch: Path, workspace: Path, keep: list[Path]
+    argv: list[str],
+    *,
+    cwd: Path,
+    scratch: Path,
+    workspace: Path,
+    keep: list[Path],
+    root: bool | None = None,
 ) -> dict[str, Any]:
-    """What ``sandbox_init.py`` builds and runs; prepares the scratch directory for it."""
+    """What ``sandbox_init.py`` builds and runs, for a server that is root or not (this
+    one by default); prepares the scratch directory for it."""
+    root = as_root() if root is None else root
     scratch, workspace = scratch.resolve(), workspace.resolve()
     keep = [path.resolve() for path in keep]
-    user = tests_user()
+    user = tests_user() if root else None
     mode = settings.AGENTSITE_RUN_TESTS_WORKSPACE
-    hidden = hidden_paths()
+    hidden = hidden_paths(root=root)
     binds = [bind(scratch, scratch, writable=True)]
     if mode == "copy":
         copy_workspace(workspace, scratch / "workspace", hidden)
@@ -237,8 +248,9 @@ def plan(
     }
 
 
-def init_argv(prefix: list[str], the_plan: dict[str, Any]) -> list[str]:
-    return [*prefix, sys.executable, "-I", "-S", str(INIT), json.dumps(the_plan)]
+def init_argv(prefix: list[str], the_plan: dict[str, Any], *, python: str = "") -> list[str]:
+    """The sandbox's first process, run by this server's interpreter (or ``python``)."""
+    return [*prefix, python or sys.executable, "-I", "-S", str(INIT), json.dumps(the_plan)]
 
 
 @functools.cache
