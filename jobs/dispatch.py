@@ -17,8 +17,10 @@ win the tie. Owners who wait thus take turns, one job each, and a user's first
 job waits for one of the running jobs to end, however many jobs other users have
 queued, on any number of workers. The order is read from the jobs themselves, so
 it needs no state of its own, survives restarts and is the same for every
-process that dispatches; reading it costs a few index lookups per waiting owner
-(``job_held_owner_idx``, ``job_served_idx``), never a scan of the backlog.
+process that dispatches. Reading it goes once through the held jobs, as picking
+the oldest did, plus a lookup per waiting owner for its last hand-over
+(``job_served_idx``); the chosen owner's oldest job is one more
+(``job_held_owner_idx``).
 
 ``jobs_dispatch`` fills the free slots. It runs after every commit that may hold
 a job or free a slot (``jobs.lifecycle`` calls it on commit) and at every sweep
@@ -169,18 +171,18 @@ def _slots_fill(slots: int) -> int:
     handed = 0
     while free > 0 and turns:
         # The fewest jobs in flight first; among equals, the first in turn order.
-        turn = min(range(len(turns)), key=lambda i: (load[turns[i][1]], i))
-        job_id, owner_id, timeout_s = turns.pop(turn)
-        served = job_hand_over(job_id=job_id, timeout_s=timeout_s)
-        if served:
+        turn = min(range(len(turns)), key=lambda i: (load[turns[i]], i))
+        owner_id = turns.pop(turn)
+        job = _first_held(owner_id)
+        if job is None:
+            continue  # its held jobs were cancelled meanwhile
+        if job_hand_over(job_id=job[0], timeout_s=job[2]):
             handed += 1
             load[owner_id] += 1
             free -= 1
-        after = _first_held(owner_id) if free > 0 else None
-        if after is not None:
-            # Served just now: to the back of the turns. Not served (its job was
-            # cancelled meanwhile): its next job keeps its place.
-            turns.insert(len(turns) if served else turn, after)
+            turns.append(owner_id)  # served just now: last in turn order
+        else:
+            turns.insert(turn, owner_id)  # cancelled meanwhile: its next job keeps the turn
     return handed
 
 
@@ -235,36 +237,20 @@ def _in_flight_per_owner() -> Counter[int]:
     return Counter({owner: n for owner, n in _rows(sql, [])})
 
 
-def _owners_waiting() -> list[HeldJob]:
-    """The oldest held job of each owner with held jobs, in turn order: the owner
-    served longest ago first (never served before all), then the oldest job.
+def _owners_waiting() -> list[int]:
+    """The owners with held jobs, in turn order: the one served longest ago first
+    (never served before all), then the one whose oldest held job is older."""
+    return [owner for (owner,) in _rows(_OWNERS_WAITING, [])]
 
-    The owners are found by skipping through ``job_held_owner_idx`` from one owner
-    to the next (a loose index scan), so the cost grows with the owners who wait,
-    not with their backlogs.
-    """
-    sql = f"""
-        WITH RECURSIVE waiting(owner_id) AS (
-            SELECT MIN(owner_id) FROM {_JOB} WHERE {_HELD}
-            UNION ALL
-            SELECT (
-                SELECT MIN(owner_id) FROM {_JOB} WHERE {_HELD} AND owner_id > waiting.owner_id
-            )
-            FROM waiting WHERE waiting.owner_id IS NOT NULL
-        )
-        SELECT id, owner_id, timeout_s FROM (
-            SELECT head.id, head.owner_id, head.timeout_s, head.ready_at, (
-                SELECT MAX(enqueued_at) FROM {_JOB}
-                WHERE owner_id = head.owner_id AND enqueued_at IS NOT NULL
-            ) AS served
-            FROM waiting JOIN {_JOB} head ON head.id = (
-                SELECT id FROM {_JOB} WHERE {_HELD} AND owner_id = waiting.owner_id
-                ORDER BY ready_at, id LIMIT 1
-            )
-        ) turns
-        ORDER BY served IS NOT NULL, served, ready_at, id
-    """
-    return [cast(HeldJob, row) for row in _rows(sql, [])]
+
+# An owner's last hand-over is one lookup in ``job_served_idx``.
+_OWNERS_WAITING = f"""
+    SELECT owner_id FROM {_JOB} waiting WHERE {_HELD} GROUP BY owner_id
+    ORDER BY (
+        SELECT MAX(enqueued_at) FROM {_JOB}
+        WHERE owner_id = waiting.owner_id AND enqueued_at IS NOT NULL
+    ) NULLS FIRST, MIN(ready_at), owner_id
+"""
 
 
 def _first_held(owner_id: int) -> HeldJob | None:
