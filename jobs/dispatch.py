@@ -5,10 +5,22 @@ database until a slot is free, then *handed over* (``enqueued_at`` set, enqueued
 on ``tools`` once that commits). There are as many slots as tool workers
 (``AGENTSITE_JOB_SLOTS``, or the workers Redis lists on ``tools``), and a slot
 is taken by every handed-over job until it ends. So the RQ queue holds about
-as many jobs as there are workers to take them, and a free slot goes to the
-owner with the fewest jobs in flight, then to the oldest ready job: a user's
-first job waits for one of the running jobs to end, however many jobs other
-users have queued.
+as many jobs as there are workers to take them.
+
+Whose job takes a free slot: among the owners with held jobs, the one with the
+fewest jobs in flight; among those, the one served longest ago (never served
+first), "served" being the owner's latest hand-over (``MAX(enqueued_at)`` of its
+jobs); then that owner's oldest held job. The second rule is what makes the share
+fair with one worker: when the job of an owner with a backlog ends, that owner
+and one who waits both have no job in flight, and the one just served must not
+win the tie. Owners who wait thus take turns, one job each, and a user's first
+job waits for one of the running jobs to end, however many jobs other users have
+queued, on any number of workers. The order is read from the jobs themselves, so
+it needs no state of its own, survives restarts and is the same for every
+process that dispatches. Reading it goes once through the held jobs, as picking
+the oldest did, plus a lookup per waiting owner for its last hand-over
+(``job_served_idx``); the chosen owner's oldest job is one more
+(``job_held_owner_idx``).
 
 ``jobs_dispatch`` fills the free slots. It runs after every commit that may hold
 a job or free a slot (``jobs.lifecycle`` calls it on commit) and at every sweep
@@ -17,9 +29,9 @@ that held a slot hands the slot over inside its own transaction instead
 (``jobs_dispatch_freed``): one transaction per job end, not two. Dispatches are
 serialized (an advisory lock on PostgreSQL; on SQLite every transaction is
 ``BEGIN IMMEDIATE``), so two workers finishing at once never count the same
-free slot; the hand-over itself is a compare-and-set on ``enqueued_at``, so a
-job cancelled meanwhile is never handed over. Nothing here changes
-``Job.status``.
+free slot nor read the same turn order; the hand-over itself is a compare-and-set
+on ``enqueued_at``, so a job cancelled meanwhile is never handed over. Nothing
+here changes ``Job.status``.
 """
 
 from __future__ import annotations
@@ -153,16 +165,24 @@ def _slots_fill(slots: int) -> int:
     """Under the dispatch lock: hand held jobs over while fewer than ``slots`` are in flight."""
     load = _in_flight_per_owner()
     free = slots - sum(load.values())
+    if free <= 0:
+        return 0
+    turns = _owners_waiting()
     handed = 0
-    while free > 0:
-        pick = _next_held(load)
-        if pick is None:
-            break
-        job_id, owner_id, timeout_s = pick
-        if job_hand_over(job_id=job_id, timeout_s=timeout_s):
+    while free > 0 and turns:
+        # The fewest jobs in flight first; among equals, the first in turn order.
+        turn = min(range(len(turns)), key=lambda i: (load[turns[i]], i))
+        owner_id = turns.pop(turn)
+        job = _first_held(owner_id)
+        if job is None:
+            continue  # its held jobs were cancelled meanwhile
+        if job_hand_over(job_id=job[0], timeout_s=job[2]):
             handed += 1
             load[owner_id] += 1
             free -= 1
+            turns.append(owner_id)  # served just now: last in turn order
+        else:
+            turns.insert(turn, owner_id)  # cancelled meanwhile: its next job keeps the turn
     return handed
 
 
@@ -192,7 +212,7 @@ HeldJob = tuple[str, int, float]  # id, owner_id, timeout_s
 # statements are written out once rather than built by the ORM each time (which
 # costs several times what the database spends on them). They say what ``held()``
 # and ``in_flight()`` say, in the terms of the partial indexes made for them
-# (``job_held_idx``, ``job_in_flight_idx``).
+# (``job_held_idx``, ``job_held_owner_idx``, ``job_in_flight_idx``).
 _JOB = Job._meta.db_table
 _HELD = "status = 'queued' AND enqueued_at IS NULL AND ready_at IS NOT NULL"
 _IN_FLIGHT = "status IN ('queued', 'running') AND enqueued_at IS NOT NULL"
@@ -217,27 +237,29 @@ def _in_flight_per_owner() -> Counter[int]:
     return Counter({owner: n for owner, n in _rows(sql, [])})
 
 
-def _next_held(load: Counter[int]) -> HeldJob | None:
-    """The oldest held job of the owners with the fewest jobs in flight."""
-    idle = _oldest("NOT IN", list(load))
-    if idle is not None:
-        return idle
-    for level in sorted(set(load.values())):
-        busy = _oldest("IN", [owner for owner, n in load.items() if n == level])
-        if busy is not None:
-            return busy
-    return None
+def _owners_waiting() -> list[int]:
+    """The owners with held jobs, in turn order: the one served longest ago first
+    (never served before all), then the one whose oldest held job is older."""
+    return [owner for (owner,) in _rows(_OWNERS_WAITING, [])]
 
 
-def _oldest(match: str, owners: list[int]) -> HeldJob | None:
-    """The oldest held job whose owner is (``IN``) or is not (``NOT IN``) one of ``owners``."""
-    where = _HELD
-    if owners:
-        where += f" AND owner_id {match} ({', '.join(['%s'] * len(owners))})"
-    elif match == "IN":
-        return None
-    sql = f"SELECT id, owner_id, timeout_s FROM {_JOB} WHERE {where} ORDER BY ready_at, id LIMIT 1"
-    rows = _rows(sql, owners)
+# An owner's last hand-over is one lookup in ``job_served_idx``.
+_OWNERS_WAITING = f"""
+    SELECT owner_id FROM {_JOB} waiting WHERE {_HELD} GROUP BY owner_id
+    ORDER BY (
+        SELECT MAX(enqueued_at) FROM {_JOB}
+        WHERE owner_id = waiting.owner_id AND enqueued_at IS NOT NULL
+    ) NULLS FIRST, MIN(ready_at), owner_id
+"""
+
+
+def _first_held(owner_id: int) -> HeldJob | None:
+    """The oldest held job of one owner."""
+    sql = (
+        f"SELECT id, owner_id, timeout_s FROM {_JOB} WHERE {_HELD} AND owner_id = %s"
+        " ORDER BY ready_at, id LIMIT 1"
+    )
+    rows = _rows(sql, [owner_id])
     return cast(HeldJob, rows[0]) if rows else None
 
 

@@ -116,6 +116,20 @@ class Job(models.Model):
                 ),
                 name="job_held_idx",
             ),
+            # jobs.dispatch: the owners with held jobs, and each one's oldest.
+            models.Index(
+                fields=["owner", "ready_at", "id"],
+                condition=models.Q(
+                    status="queued", enqueued_at__isnull=True, ready_at__isnull=False
+                ),
+                name="job_held_owner_idx",
+            ),
+            # jobs.dispatch: when an owner was last served (its latest hand-over).
+            models.Index(
+                fields=["owner", "enqueued_at"],
+                condition=models.Q(enqueued_at__isnull=False),
+                name="job_served_idx",
+            ),
             # jobs.dispatch: the jobs that hold a slot, counted per owner.
             models.Index(
                 fields=["owner"],

@@ -24,6 +24,11 @@ def two_slots(settings: Any) -> None:
     settings.AGENTSITE_JOB_SLOTS = 2
 
 
+@pytest.fixture
+def one_slot(settings: Any) -> None:
+    settings.AGENTSITE_JOB_SLOTS = 1
+
+
 def queue(owner: Any, count: int, **kw: Any) -> list[str]:
     ids = []
     for _ in range(count):
@@ -85,10 +90,10 @@ def test_a_failed_dispatch_never_costs_the_job_its_end(
     first, _, third = queue(user, 3)
     dispatch.jobs_dispatch()
 
-    def broken(load: Any) -> Any:
+    def broken() -> Any:
         raise DatabaseError("the pick failed")
 
-    monkeypatch.setattr(dispatch, "_next_held", broken)
+    monkeypatch.setattr(dispatch, "_owners_waiting", broken)
     finish(first)
 
     assert Job.objects.get(id=first).status == Job.Status.DONE
@@ -127,6 +132,56 @@ def test_free_slots_go_to_the_owner_with_the_fewest_jobs_in_flight(
     finish(b2)
     dispatch.jobs_dispatch()
     assert handed() == {a2, a3}
+
+
+def test_with_one_slot_the_owner_just_served_gives_way_to_one_who_waits(
+    user: Any, other_user: Any, one_slot: None
+) -> None:
+    """Before: when the flooding owner's job ended, neither owner had a job in flight,
+    and the tie went to the oldest held job, the flooder's, until its backlog was gone."""
+    a1, a2, _ = queue(user, 3)
+    dispatch.jobs_dispatch()
+    (b1,) = queue(other_user, 1)
+
+    finish(a1)
+
+    assert handed() == {b1}
+    finish(b1)
+    assert handed() == {a2}
+
+
+def test_owners_who_wait_take_turns_one_job_each(
+    user: Any, other_user: Any, one_slot: None
+) -> None:
+    a_jobs = queue(user, 3)
+    b_jobs = queue(other_user, 3)
+    dispatch.jobs_dispatch()
+
+    served = []
+    while in_flight := handed():
+        (job_id,) = in_flight
+        served.append(job_id)
+        finish(job_id)
+
+    assert served == [a_jobs[0], b_jobs[0], a_jobs[1], b_jobs[1], a_jobs[2], b_jobs[2]]
+
+
+def test_an_owner_never_served_goes_before_owners_served_before(
+    user: Any, other_user: Any, django_user_model: Any, one_slot: None
+) -> None:
+    (a1,) = queue(user, 1)
+    dispatch.jobs_dispatch()
+    a2, b1 = queue(user, 1) + queue(other_user, 1)
+    finish(a1)  # the other owner's turn
+    assert handed() == {b1}
+    newcomer = django_user_model.objects.create_user("newcomer", password="pw-123456")
+    (c1,) = queue(newcomer, 1)
+
+    finish(b1)
+
+    assert handed() == {c1}  # before the first owner's older job: never served yet
+    finish(c1)
+    assert handed() == {a2}
 
 
 def test_a_job_waiting_on_dependencies_is_not_held_until_they_are_done(
@@ -174,15 +229,15 @@ def test_two_dispatches_at_once_never_count_the_same_free_slot(
         Job.objects.create(owner=user, tool="noop", timeout_s=5, ready_at=timezone.now())
     second_done = threading.Event()
     counting = threading.Event()
-    next_held = dispatch._next_held
+    owners_waiting = dispatch._owners_waiting
 
-    def next_held_after_the_other(load: Any) -> Any:
+    def owners_waiting_after_the_other() -> Any:
         if threading.current_thread().name == "first":
             counting.set()
             second_done.wait(timeout=1)
-        return next_held(load)
+        return owners_waiting()
 
-    monkeypatch.setattr(dispatch, "_next_held", next_held_after_the_other)
+    monkeypatch.setattr(dispatch, "_owners_waiting", owners_waiting_after_the_other)
     # Counted here, not run: no worker may start (and end) them while slots are counted.
     monkeypatch.setattr(dispatch, "rq_enqueue_or_leave", lambda job_id, timeout_s: None)
 
@@ -244,11 +299,13 @@ def test_the_dispatch_statements_select_what_held_and_in_flight_say(
     assert len(held) == 8
     for owner in (user, other_user):
         first = next(job for job in held if job[1] == owner.pk)
-        assert dispatch._oldest("IN", [owner.pk])[:2] == first  # type: ignore[index]
-        other = next(job for job in held if job[1] != owner.pk)
-        assert dispatch._oldest("NOT IN", [owner.pk])[:2] == other  # type: ignore[index]
-    assert dispatch._oldest("NOT IN", [])[:2] == held[0]  # type: ignore[index]
-    assert dispatch._oldest("IN", []) is None
+        assert dispatch._first_held(owner.pk)[:2] == first  # type: ignore[index]
+    # The owners who wait, the one served longest ago first.
+    Job.objects.filter(owner=other_user, enqueued_at__isnull=False).update(
+        enqueued_at=now - timedelta(minutes=1)
+    )
+    assert dispatch._owners_waiting() == [other_user.pk, user.pk]
+    assert dispatch._first_held(other_user.pk + user.pk) is None
     # Handing over moves a job from one set to the other, as the querysets see it.
     job_id = held[0][0]
     assert dispatch.job_hand_over(job_id=job_id, timeout_s=60)

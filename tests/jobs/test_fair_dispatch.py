@@ -1,11 +1,13 @@
 """Tool workers are shared fairly among owners: a backlog waits in the database, not in RQ.
 
-Real tool workers run the jobs; the order is read from the rows (``started_at``),
-never from how long anything took.
+Real tool workers run the jobs, one or several; the order is read from the rows
+(``started_at``), never from how long anything took.
 """
 
 from __future__ import annotations
 
+import uuid
+from collections.abc import Iterator
 from typing import Any
 
 import django_rq
@@ -15,7 +17,7 @@ from rq import Worker
 from rq.job import Job as RqJob
 
 from jobs.models import Job, JobEvent
-from tests.conftest import wait_until
+from tests.conftest import Processes, wait_for_idle_workers, wait_for_workers, wait_until
 from tests.jobs.factories import started_job_id, wait_for_status
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -33,10 +35,33 @@ def start_order() -> list[str]:
     return list(started.values_list("id", flat=True))
 
 
+@pytest.fixture(params=[1, 2], ids=["one tool worker", "two tool workers"])
+def tool_worker_layout(request: Any, rq_workers: Processes) -> Iterator[int]:
+    """The session's tool workers, or only one of them: the others are stopped for the
+    test (once idle) and replaced after it."""
+    wanted: int = request.param
+    queue = django_rq.get_queue("tools")
+    wait_for_idle_workers("tools")
+    extra = [worker.pid for worker in Worker.all(queue=queue)][wanted:]
+    for proc in [proc for proc in rq_workers.procs if proc.pid in extra]:
+        rq_workers.stop(proc)
+    wait_until(lambda: tool_workers() == wanted, timeout=30)
+    yield wanted
+    for _ in extra:
+        name = f"worker-tools-{uuid.uuid4().hex[:8]}"
+        rq_workers.start(name, "rqworker", "tools", "default")
+    wait_for_workers("tools", wanted + len(extra))
+
+
 def test_a_users_first_job_starts_before_another_users_backlog(
-    api_client: Any, other_api_client: Any, rq_workers: Any
+    api_client: Any, other_api_client: Any, tool_worker_layout: int
 ) -> None:
-    flood = [started_job_id(api_client, "sleepy", SLOW) for _ in range(4 * tool_workers())]
+    """Before, with one worker: each of A's jobs that ended handed its slot to A's next
+    (neither owner had a job in flight, and A's were older), and B's ran last."""
+    workers = tool_worker_layout
+    flood = [started_job_id(api_client, "sleepy", SLOW) for _ in range(4 * workers)]
+    # Every worker busy with the flood, so B's job finds no free slot.
+    wait_until(lambda: Job.objects.filter(id__in=flood, status="running").count() == workers)
 
     single = started_job_id(other_api_client, "sleepy", {"seconds": 0.2, "steps": 2})
 
@@ -45,18 +70,18 @@ def test_a_users_first_job_starts_before_another_users_backlog(
     first = Job.objects.get(id=single)
     # The flood's backlog: its jobs still held in the database when B's arrived.
     backlog = list(Job.objects.filter(id__in=flood, enqueued_at__gt=first.created_at))
-    assert len(backlog) >= len(flood) - tool_workers() - 1
+    assert len(backlog) >= len(flood) - workers - 1
     # B's job took the first free slot: it was handed to RQ before the backlog, but for
     # slots freed while its own acceptance was still uncommitted (a dispatch then cannot
     # see it; on PostgreSQL one runs beside that transaction) ...
     handed_over = first.enqueued_at
     assert handed_over is not None
     handed_ahead = [job for job in backlog if job.enqueued_at and job.enqueued_at < handed_over]
-    assert len(handed_ahead) < tool_workers()
+    assert len(handed_ahead) < workers
     # ... and started before it, but for jobs taking workers freed at the same moment.
     order = start_order()
     ahead = [job for job in backlog if order.index(job.id) < order.index(single)]
-    assert len(ahead) < tool_workers()
+    assert len(ahead) < workers
 
 
 def test_a_backlog_is_held_in_the_database_and_a_flushed_redis_does_not_strand_it(
