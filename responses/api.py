@@ -33,7 +33,7 @@ from redis.exceptions import RedisError
 from agentsite.auth import api_token_for
 from agentsite.core.errors import DomainError, NotFound, QuotaExceeded
 from agentsite.credentials import Credential, CredentialRevoked
-from agentsite.http import contains_nul
+from agentsite.http import NestedTooDeep, contains_nul, json_body
 from agentsite.models import ApiToken
 from agentsite.wire import drained, response_wire_of
 from responses.live import response_cancel, response_events, response_wait
@@ -183,12 +183,15 @@ def credential_of(request: HttpRequest, user: AbstractBaseUser) -> Credential:
 
 def body_json(request: HttpRequest) -> dict[str, Any]:
     try:
-        body = json.loads(request.body or b"null")
+        body = json_body(request.body or b"null")
     except RequestDataTooBig as exc:
         raise ApiError(
             413, "The request body is larger than AGENTSITE_MAX_BODY_BYTES allows."
         ) from exc
-    except (ValueError, UnicodeDecodeError, RecursionError) as exc:
+    except NestedTooDeep as exc:
+        log.warning("refused %s %s: %s", request.method, request.path, exc.message)
+        raise ApiError(400, exc.message, code=exc.code) from exc
+    except (ValueError, UnicodeDecodeError) as exc:
         raise ApiError(400, "The body is not JSON.", code="invalid_json") from exc
     if not isinstance(body, dict):
         raise ApiError(400, "The body must be a JSON object.", code="invalid_json")
