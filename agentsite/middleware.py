@@ -44,9 +44,14 @@ class BodyTooLarge(Exception):
 
 def too_large_response(path: str, max_bytes: int) -> tuple[int, list[tuple[bytes, bytes]], bytes]:
     """The 413 answer: the API's error format under ``/api/``, OpenAI's under ``/v1/``
-    (the Responses API), plain text elsewhere."""
+    (the Responses API), a JSON-RPC error at ``/mcp``, plain text elsewhere."""
     message = "The request body is larger than AGENTSITE_MAX_BODY_BYTES allows."
-    if path.startswith("/api/"):
+    if path in ("/mcp", "/mcp/"):
+        # -32600 Invalid Request: the message was not read, so it has no id to answer.
+        error = {"code": -32600, "message": message, "data": {"max_bytes": max_bytes}}
+        body = json.dumps({"jsonrpc": "2.0", "id": None, "error": error}).encode()
+        content_type = b"application/json"
+    elif path.startswith("/api/"):
         body = json.dumps(error_body("too_large", message, {"max_bytes": max_bytes})).encode()
         content_type = b"application/json"
     elif path.startswith("/v1/"):
