@@ -183,9 +183,7 @@ def on_http_error(request: HttpRequest, exc: HttpError) -> HttpResponse:
     if isinstance(exc.__cause__, NestedTooDeep):  # ninja's parse failure, caused by ours
         too_deep = exc.__cause__
         log.warning("refused %s %s: %s", request.method, request.path, too_deep.message)
-        return api.create_response(
-            request, error_body(too_deep.code, too_deep.message), status=400
-        )
+        return api.create_response(request, error_body(too_deep.code, too_deep.message), status=400)
     codes = {
         400: "bad_request",
         401: "unauthorized",

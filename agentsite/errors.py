@@ -2,10 +2,10 @@
 
 The APIs' own handlers (``agentsite.api``, ``responses.api``) answer every error
 raised inside an operation; this catches what fails around them (middleware, a
-``Host`` header Django does not serve, URL resolution, a method the path does not take, a view outside the operations), so
-an API client never gets one of Django's HTML pages, nor a traceback even with
-``DEBUG`` on: an unexpected exception is logged and answered with a generic
-sentence.
+``Host`` header Django does not serve, URL resolution, a method the path does not
+take, a view outside the operations), so an API client never gets one of Django's
+HTML pages, nor a traceback even with ``DEBUG`` on: an unexpected exception is
+logged and answered with a generic sentence.
 """
 
 from __future__ import annotations

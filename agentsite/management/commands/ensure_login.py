@@ -34,8 +34,7 @@ class Command(BaseCommand):
             User.objects.create_superuser(username=username, email="", password=password)
             if "AGENTSITE_ADMIN_PASSWORD" in os.environ:  # its owner knows it; logs need not
                 self.stdout.write(
-                    f"login created: username {username!r}"
-                    " (password from AGENTSITE_ADMIN_PASSWORD)"
+                    f"login created: username {username!r} (password from AGENTSITE_ADMIN_PASSWORD)"
                 )
                 return
             private_dir(settings.LOCAL_DIR)
