@@ -33,6 +33,33 @@ class SyncChainMiddleware:
         return self.get_response(request)
 
 
+class NoSniff:
+    """ASGI middleware: ``X-Content-Type-Options: nosniff`` on every HTTP answer that lacks it.
+
+    Django's ``SecurityMiddleware`` sets it on what Django's views answer; the pages'
+    static files are served by ``ASGIStaticFilesHandler`` in front of that chain, and
+    a browser must not take one of them for a type other than the one it is sent as.
+    """
+
+    def __init__(self, application: Any) -> None:
+        self.application = application
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.application(scope, receive, send)
+            return
+
+        async def send_with_nosniff(message: dict[str, Any]) -> None:
+            if message["type"] == "http.response.start":
+                headers = list(message.get("headers", []))
+                if not any(name.lower() == b"x-content-type-options" for name, _ in headers):
+                    headers.append((b"x-content-type-options", b"nosniff"))
+                    message = {**message, "headers": headers}
+            await send(message)
+
+        await self.application(scope, receive, send_with_nosniff)
+
+
 # How long the rest of a refused body is read and dropped before the connection
 # is cut (a client that is still sending reads the 413 meanwhile).
 DROP_REST_FOR_S = 5.0
