@@ -9,11 +9,11 @@ from django.test import Client
 
 pytestmark = pytest.mark.django_db
 
-BAD_HOST = {"HTTP_HOST": "attacker.example"}
+BAD_HOST = {"Host": "attacker.example"}
 
 
 def test_the_rest_api_answers_a_bad_host_in_its_error_format(api_client: Any) -> None:
-    response = api_client.get("/api/me", **BAD_HOST)
+    response = api_client.get("/api/me", headers=BAD_HOST)
 
     assert response.status_code == 400
     assert response["Content-Type"] == "application/json"
@@ -27,7 +27,10 @@ def test_the_rest_api_answers_a_bad_host_in_its_error_format(api_client: Any) ->
 
 def test_the_responses_api_answers_a_bad_host_in_openai_format() -> None:
     response = Client().post(
-        "/v1/responses", {"model": "offline", "input": "hi"}, "application/json", **BAD_HOST
+        "/v1/responses",
+        {"model": "offline", "input": "hi"},
+        content_type="application/json",
+        headers=BAD_HOST,
     )
 
     assert response.status_code == 400
@@ -39,7 +42,7 @@ def test_the_responses_api_answers_a_bad_host_in_openai_format() -> None:
 
 
 def test_a_page_keeps_the_html_answer() -> None:
-    response = Client().get("/login/", **BAD_HOST)
+    response = Client().get("/login/", headers=BAD_HOST)
 
     assert response.status_code == 400
     assert response["Content-Type"].startswith("text/html")
