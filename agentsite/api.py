@@ -35,7 +35,13 @@ from agentsite.core.errors import (
     NotFound,
     QuotaExceeded,
 )
-from agentsite.http import UNSAFE_METHOD_ERRORS, error_body, errors
+from agentsite.http import (
+    UNSAFE_METHOD_ERRORS,
+    BoundedJsonParser,
+    NestedTooDeep,
+    error_body,
+    errors,
+)
 
 log = logging.getLogger(__name__)
 
@@ -120,6 +126,7 @@ api = AgentsiteApi(
     urls_namespace="api",
     docs_url="/docs",
     docs=LocalSwagger(),
+    parser=BoundedJsonParser(),
 )
 
 
@@ -173,6 +180,10 @@ def on_body_too_large(request: HttpRequest, exc: RequestDataTooBig) -> HttpRespo
 
 @api.exception_handler(HttpError)
 def on_http_error(request: HttpRequest, exc: HttpError) -> HttpResponse:
+    if isinstance(exc.__cause__, NestedTooDeep):  # ninja's parse failure, caused by ours
+        too_deep = exc.__cause__
+        log.warning("refused %s %s: %s", request.method, request.path, too_deep.message)
+        return api.create_response(request, error_body(too_deep.code, too_deep.message), status=400)
     codes = {
         400: "bad_request",
         401: "unauthorized",

@@ -25,7 +25,7 @@ from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler  # noqa: 
 
 from agentsite.core.heap import settle_long_lived  # noqa: E402
 from agentsite.core.telemetry import StreamsCounted  # noqa: E402
-from agentsite.middleware import BodyLimit, daphne_body_limit  # noqa: E402
+from agentsite.middleware import BodyLimit, NoSniff, daphne_body_limit  # noqa: E402
 from agentsite.origin import BrowserOriginOrToken  # noqa: E402
 from agentsite.wire import WireInScope  # noqa: E402
 from jobs.mcp.endpoint import mcp_or  # noqa: E402
@@ -41,8 +41,9 @@ application = ProtocolTypeRouter(
         # StreamsCounted: this process's open SSE responses and websockets, for /metrics.
         # BodyLimit: a body over AGENTSITE_MAX_BODY_BYTES is refused before it is buffered.
         # WireInScope: a stream sees how much its client has left unread (agentsite.wire).
+        # NoSniff: the static files get the nosniff header Django's views already have.
         "http": WireInScope(
-            StreamsCounted(BodyLimit(mcp_or(ASGIStaticFilesHandler(django_asgi_app))))
+            StreamsCounted(BodyLimit(mcp_or(NoSniff(ASGIStaticFilesHandler(django_asgi_app)))))
         ),
         # A handshake that may only use an API token (no Origin, or a token offered)
         # skips the cookie and session middleware. WireInScope: stream frames are

@@ -83,3 +83,16 @@ def request_user(request: HttpRequest) -> AbstractBaseUser:
     if isinstance(request.user, AnonymousUser):  # pragma: no cover - auth guards this
         raise AuthenticationError()
     return request.user
+
+
+def request_caller(request: HttpRequest) -> AbstractBaseUser | None:
+    """The user of a Bearer token if one is sent, else of the login session; None for neither.
+
+    For the plain views outside the API (``/healthz``, ``/metrics``). Raises
+    ``DatabaseError`` when the database cannot tell.
+    """
+    scheme, _, token = request.headers.get("Authorization", "").partition(" ")
+    if scheme.lower() == "bearer":
+        return user_for_token(token.strip())
+    user = getattr(request, "user", None)
+    return user if user is not None and user.is_authenticated else None

@@ -1,11 +1,11 @@
 """Error pages that speak each client's language: JSON under /api/ and /v1/, HTML elsewhere.
 
 The APIs' own handlers (``agentsite.api``, ``responses.api``) answer every error
-raised inside an operation; this catches what fails around them (middleware, URL
-resolution, a method the path does not take, a view outside the operations), so
-an API client never gets one of Django's HTML pages, nor a traceback even with
-``DEBUG`` on: an unexpected exception is logged and answered with a generic
-sentence.
+raised inside an operation; this catches what fails around them (middleware, a
+``Host`` header Django does not serve, URL resolution, a method the path does not
+take, a view outside the operations), so an API client never gets one of Django's
+HTML pages, nor a traceback even with ``DEBUG`` on: an unexpected exception is
+logged and answered with a generic sentence.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+from django.core.exceptions import DisallowedHost
 from django.http import HttpRequest, HttpResponse, HttpResponseBase, JsonResponse
 from django.views import defaults
 
@@ -30,10 +31,14 @@ def _json_error(code: str, message: str, status: int) -> JsonResponse:
     return JsonResponse({"error": {"code": code, "message": message}}, status=status)
 
 
+def _openai_error(message: str, kind: str, code: str, status: int) -> JsonResponse:
+    error = {"message": message, "type": kind, "param": None, "code": code}
+    return JsonResponse({"error": error}, status=status)
+
+
 def _server_failed(request: HttpRequest) -> JsonResponse:
     if request.path.startswith("/v1/"):  # the OpenAI error shape
-        error = {"message": SERVER_FAILED, "type": "server_error", "param": None}
-        return JsonResponse({"error": {**error, "code": "server_error"}}, status=500)
+        return _openai_error(SERVER_FAILED, "server_error", "server_error", 500)
     return _json_error("internal_error", SERVER_FAILED, 500)
 
 
@@ -52,6 +57,20 @@ class ApiErrorsAsJson:
             return None
         log.error("unexpected error in %s %s", request.method, request.path, exc_info=exception)
         return _server_failed(request)
+
+
+def bad_request(request: HttpRequest, exception: Exception) -> HttpResponse:
+    """A request Django refused before any view (a ``Host`` not in ``ALLOWED_HOSTS``,
+    another ``SuspiciousOperation``): JSON in each API's format, Django's page elsewhere."""
+    if not _is_api(request):
+        return defaults.bad_request(request, exception)
+    if isinstance(exception, DisallowedHost):
+        code, message = "disallowed_host", "The Host header names no host this server answers for."
+    else:
+        code, message = "bad_request", "The server cannot answer this request."
+    if request.path.startswith("/v1/"):
+        return _openai_error(message, "invalid_request_error", code, 400)
+    return _json_error(code, message, 400)
 
 
 def page_not_found(request: HttpRequest, exception: Exception) -> HttpResponse:

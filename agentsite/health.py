@@ -2,8 +2,8 @@
 
 Anyone may ask whether the site is up (200 ``{"status": "ok"}``, or 503
 ``{"status": "down"}``); the state of each part (worker counts, queue lengths,
-error messages that may name hosts) is shown to a logged-in staff user or a
-caller with a valid API token only.
+error messages that may name hosts) is shown to staff only, logged in or with
+an API token, as ``/metrics`` is.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from django.views.decorators.cache import never_cache
 from rq import Worker
 from rq.cron_scheduler_registry import get_registry_key as cron_registry_key
 
-from agentsite.auth import user_for_token
+from agentsite.auth import request_caller
 
 WORKER_QUEUES = ("turns", "tools")
 # RQ workers write a heartbeat at least every DEFAULT_WORKER_TTL (420 s) while
@@ -83,12 +83,9 @@ def _aware(moment: datetime) -> datetime:
 
 
 def details_allowed(request: HttpRequest) -> bool:
-    """A staff login or a valid API token; False when the database cannot tell."""
+    """A staff user, by login or API token; False when the database cannot tell."""
     try:
-        scheme, _, token = request.headers.get("Authorization", "").partition(" ")
-        if scheme.lower() == "bearer":
-            return user_for_token(token.strip()) is not None
-        return bool(getattr(request.user, "is_staff", False))
+        return bool(getattr(request_caller(request), "is_staff", False))
     except DatabaseError:
         return False
 

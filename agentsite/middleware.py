@@ -33,6 +33,33 @@ class SyncChainMiddleware:
         return self.get_response(request)
 
 
+class NoSniff:
+    """ASGI middleware: ``X-Content-Type-Options: nosniff`` on every HTTP answer that lacks it.
+
+    Django's ``SecurityMiddleware`` sets it on what Django's views answer; the pages'
+    static files are served by ``ASGIStaticFilesHandler`` in front of that chain, and
+    a browser must not take one of them for a type other than the one it is sent as.
+    """
+
+    def __init__(self, application: Any) -> None:
+        self.application = application
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.application(scope, receive, send)
+            return
+
+        async def send_with_nosniff(message: dict[str, Any]) -> None:
+            if message["type"] == "http.response.start":
+                headers = list(message.get("headers", []))
+                if not any(name.lower() == b"x-content-type-options" for name, _ in headers):
+                    headers.append((b"x-content-type-options", b"nosniff"))
+                    message = {**message, "headers": headers}
+            await send(message)
+
+        await self.application(scope, receive, send_with_nosniff)
+
+
 # How long the rest of a refused body is read and dropped before the connection
 # is cut (a client that is still sending reads the 413 meanwhile).
 DROP_REST_FOR_S = 5.0
@@ -44,9 +71,14 @@ class BodyTooLarge(Exception):
 
 def too_large_response(path: str, max_bytes: int) -> tuple[int, list[tuple[bytes, bytes]], bytes]:
     """The 413 answer: the API's error format under ``/api/``, OpenAI's under ``/v1/``
-    (the Responses API), plain text elsewhere."""
+    (the Responses API), a JSON-RPC error at ``/mcp``, plain text elsewhere."""
     message = "The request body is larger than AGENTSITE_MAX_BODY_BYTES allows."
-    if path.startswith("/api/"):
+    if path in ("/mcp", "/mcp/"):
+        # -32600 Invalid Request: the message was not read, so it has no id to answer.
+        error = {"code": -32600, "message": message, "data": {"max_bytes": max_bytes}}
+        body = json.dumps({"jsonrpc": "2.0", "id": None, "error": error}).encode()
+        content_type = b"application/json"
+    elif path.startswith("/api/"):
         body = json.dumps(error_body("too_large", message, {"max_bytes": max_bytes})).encode()
         content_type = b"application/json"
     elif path.startswith("/v1/"):

@@ -16,6 +16,7 @@ from pathlib import Path
 from urllib.parse import urlparse
 
 import dj_database_url
+from csp.constants import NONE, SELF
 
 from agentsite.core.private_files import (
     private_dir,
@@ -107,6 +108,27 @@ SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 365 * 24 * 3600 if AGENTSIT
 SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", False)
 SECURE_HSTS_PRELOAD = env_bool("SECURE_HSTS_PRELOAD", False)
 
+# The pages' Content-Security-Policy (django-csp): scripts, styles and connections
+# from the site itself only. The chat renders a model's text as Markdown; should
+# anything slip past the renderer, no injected script runs, nothing loads from
+# elsewhere and the page cannot be framed. 'self' covers the same origin's
+# ws:/wss: (CSP Level 3), which the chat's websocket uses. The django-rq dashboard
+# (staff only) has inline scripts of its own and goes without.
+CONTENT_SECURITY_POLICY = {
+    "EXCLUDE_URL_PREFIXES": ["/django-rq/"],
+    "DIRECTIVES": {
+        "default-src": [SELF],
+        "script-src": [SELF],
+        "style-src": [SELF],
+        "img-src": [SELF, "data:"],
+        "connect-src": [SELF],
+        "object-src": [NONE],
+        "base-uri": [NONE],
+        "form-action": [SELF],
+        "frame-ancestors": [NONE],
+    },
+}
+
 INSTALLED_APPS = [
     "django.contrib.admin",
     "django.contrib.auth",
@@ -127,6 +149,8 @@ MIDDLEWARE = [
     # Request counts and latencies of this web process (django-prometheus), for /metrics.
     "django_prometheus.middleware.PrometheusBeforeMiddleware",
     "django.middleware.security.SecurityMiddleware",
+    # Content-Security-Policy on every answer (CONTENT_SECURITY_POLICY below).
+    "csp.middleware.CSPMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",

@@ -13,6 +13,7 @@ from responses.api import urlpatterns as responses_urls
 from sessions.api import router as sessions_router
 from sessions.sse import router as streams_router
 
+handler400 = "agentsite.errors.bad_request"
 handler404 = "agentsite.errors.page_not_found"
 handler500 = "agentsite.errors.server_error"
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from django.contrib.auth.models import AbstractBaseUser
 from django.db import DatabaseError
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views.decorators.cache import never_cache
@@ -12,16 +11,8 @@ from prometheus_client.exposition import choose_encoder
 
 from agentsite import metrics  # noqa: F401  (registers the deployment's figures)
 from agentsite.api import RETRY_AFTER_S
-from agentsite.auth import user_for_token
+from agentsite.auth import request_caller
 from agentsite.http import error_body
-
-
-def _caller(request: HttpRequest) -> AbstractBaseUser | None:
-    """The user of a Bearer token if one is sent, else of the login session."""
-    scheme, _, token = request.headers.get("Authorization", "").partition(" ")
-    if scheme.lower() == "bearer":
-        return user_for_token(token.strip())
-    return request.user if request.user.is_authenticated else None
 
 
 def _error(status: int, code: str, message: str) -> JsonResponse:
@@ -32,7 +23,7 @@ def _error(status: int, code: str, message: str) -> JsonResponse:
 @require_GET
 def metrics_view(request: HttpRequest) -> HttpResponse:
     try:
-        user = _caller(request)
+        user = request_caller(request)
     except DatabaseError:
         response = _error(503, "unavailable", "The database is unavailable for a moment.")
         response["Retry-After"] = str(RETRY_AFTER_S)

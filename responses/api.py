@@ -33,7 +33,7 @@ from redis.exceptions import RedisError
 from agentsite.auth import api_token_for
 from agentsite.core.errors import DomainError, NotFound, QuotaExceeded
 from agentsite.credentials import Credential, CredentialRevoked
-from agentsite.http import contains_nul
+from agentsite.http import NestedTooDeep, contains_nul, json_body
 from agentsite.models import ApiToken
 from agentsite.wire import drained, response_wire_of
 from responses.live import response_cancel, response_events, response_wait
@@ -183,12 +183,15 @@ def credential_of(request: HttpRequest, user: AbstractBaseUser) -> Credential:
 
 def body_json(request: HttpRequest) -> dict[str, Any]:
     try:
-        body = json.loads(request.body or b"null")
+        body = json_body(request.body or b"null")
     except RequestDataTooBig as exc:
         raise ApiError(
             413, "The request body is larger than AGENTSITE_MAX_BODY_BYTES allows."
         ) from exc
-    except (ValueError, UnicodeDecodeError, RecursionError) as exc:
+    except NestedTooDeep as exc:
+        log.warning("refused %s %s: %s", request.method, request.path, exc.message)
+        raise ApiError(400, exc.message, code=exc.code) from exc
+    except (ValueError, UnicodeDecodeError) as exc:
         raise ApiError(400, "The body is not JSON.", code="invalid_json") from exc
     if not isinstance(body, dict):
         raise ApiError(400, "The body must be a JSON object.", code="invalid_json")
@@ -201,8 +204,24 @@ def body_json(request: HttpRequest) -> dict[str, Any]:
     return body
 
 
-def sse(request: HttpRequest, events: AsyncIterator[StreamEvent | None]) -> StreamingHttpResponse:
+def revoked_event(sequence_number: int) -> dict[str, Any]:
+    """The streaming ``error`` event that ends a stream whose token no longer holds."""
+    return {
+        "type": "error",
+        "code": REVOKED["code"],
+        "message": REVOKED["message"],
+        "param": None,
+        "sequence_number": sequence_number,
+    }
+
+
+def sse(
+    request: HttpRequest, events: AsyncIterator[StreamEvent | None], *, after: int = -1
+) -> StreamingHttpResponse:
     """The stream events as server-sent events, comments as heartbeats.
+
+    ``after``: the sequence number the stream resumes after; an ``error`` event
+    that ends the stream takes the number after the last one sent.
 
     A client that leaves more than ``AGENTSITE_STREAM_SEND_BUFFER_MAX`` bytes
     unread (under daphne, which lets us see the connection) is waited for, and
@@ -214,6 +233,7 @@ def sse(request: HttpRequest, events: AsyncIterator[StreamEvent | None]) -> Stre
     stall_s = float(settings.AGENTSITE_STREAM_STALL_S)
 
     async def body() -> AsyncIterator[str]:
+        last = after
         try:
             async for event in events:
                 if event is None:
@@ -223,9 +243,10 @@ def sse(request: HttpRequest, events: AsyncIterator[StreamEvent | None]) -> Stre
                     wire.drop()
                     return
                 data = json.dumps(event, separators=(",", ":"))
+                last = event["sequence_number"]
                 yield f"event: {event['type']}\ndata: {data}\n\n"
         except CredentialRevoked:
-            yield f"event: error\ndata: {json.dumps({'type': 'error', **REVOKED})}\n\n"
+            yield f"event: error\ndata: {json.dumps(revoked_event(last + 1))}\n\n"
 
     response = StreamingHttpResponse(body(), content_type="text/event-stream")
     response["Cache-Control"] = "no-cache"
@@ -303,8 +324,9 @@ async def response_detail(
         return JsonResponse({"id": response.id, "object": "response.deleted", "deleted": True})
     if flag(request, "stream"):
         credential = credential_of(request, user)
-        events = response_events(response, after=starting_after(request), credential=credential)
-        return sse(request, events)
+        after = starting_after(request)
+        events = response_events(response, after=after, credential=credential)
+        return sse(request, events, after=after)
     return JsonResponse(await db(response_document)(response))
 
 

@@ -143,12 +143,16 @@ def _previous(owner: Any, response_id: str) -> AgentResponse:
 
 
 def response_get(*, owner: Any, response_id: str) -> AgentResponse:
-    """The owner's response; anyone else's, a deleted or unknown one is not found."""
+    """The owner's response; anyone else's, a deleted or unknown one, and one whose
+    session its owner deleted, are not found."""
     found = None
     if is_id("resp", response_id):
         found = get_or_none(
             AgentResponse.objects.select_related("session").filter(
-                pk=response_id, owner_id=owner.pk, deleted_at__isnull=True
+                pk=response_id,
+                owner_id=owner.pk,
+                deleted_at__isnull=True,
+                session__deleted_at__isnull=True,
             )
         )
     if found is None:

@@ -4,6 +4,10 @@
 
   const root = document.getElementById("job");
   const TERMINAL = new Set(["done", "failed", "cancelled", "timed_out"]);
+  // The bar's width comes with the page as data: the Content-Security-Policy allows no
+  // inline style attribute (setting it from a script is allowed).
+  const bar = document.getElementById("job-bar");
+  if (bar) bar.style.width = (Number(bar.dataset.percent) || 0) + "%";
   if (!root || TERMINAL.has(root.dataset.status)) return;
 
   async function poll() {

@@ -103,6 +103,7 @@ def test_serve_runs_all_restarts_a_dead_one_and_ctrl_c_stops_them_all(tmp_path: 
         assert body["workers"]["turns"]["ok"] and body["workers"]["tools"]["ok"]
         assert "embedded Redis" in output
         assert "operator" in output
+        assert "a-long-password" not in output  # the password from the environment
         for prefix in ("web", "turns1", "tools1", "cron", "redis"):
             assert f"{prefix} " in output or f"{prefix}|" in output.replace(" ", ""), prefix
 

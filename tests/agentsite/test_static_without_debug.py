@@ -19,6 +19,7 @@ def test_daphne_serves_static_files_with_debug_off(processes: Processes) -> None
 
     assert script.status_code == 200
     assert "javascript" in script.headers["content-type"]
+    assert script.headers["x-content-type-options"] == "nosniff"
     assert missing.status_code == 404
     assert missing.json()["error"]["code"] == "not_found"
     assert "Traceback" not in missing.text

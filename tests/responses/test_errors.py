@@ -104,4 +104,4 @@ def test_deeply_nested_json_is_a_400_not_a_500(responses_url: str, user: Any) ->
         headers={"Authorization": f"Bearer {api_token}", "Content-Type": "application/json"},
     )
     assert answer.status_code == 400
-    assert answer.json()["error"]["code"] == "invalid_json"
+    assert answer.json()["error"]["code"] == "nested_too_deep"

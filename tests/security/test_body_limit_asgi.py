@@ -72,3 +72,16 @@ async def test_a_body_within_the_limit_reaches_the_app() -> None:
 
     assert client.sent[0]["status"] == 200
     assert client.sent[1]["body"] == b"x" * 600 + b"y" * 400
+
+
+@override_settings(DATA_UPLOAD_MAX_MEMORY_SIZE=LIMIT)
+async def test_mcp_is_answered_with_a_json_rpc_error() -> None:
+    client = Client([b"x" * 10], [(b"content-length", b"5000")])
+    await client.request("/mcp")
+
+    assert client.sent[0]["status"] == 413
+    assert (b"content-type", b"application/json") in client.sent[0]["headers"]
+    answer = json.loads(client.sent[1]["body"])
+    assert answer["jsonrpc"] == "2.0" and answer["id"] is None
+    assert answer["error"]["code"] == -32600
+    assert "AGENTSITE_MAX_BODY_BYTES" in answer["error"]["message"]

@@ -266,7 +266,22 @@ def test_a_run_stream_and_a_responses_stream_end_with_their_token(prompted: str,
 
         assert run_stream.ended.wait(WAIT_S), run_stream.lines[-5:]
         assert v1_stream.ended.wait(WAIT_S), v1_stream.lines[-5:]
-        assert any("invalid_api_key" in line for line in v1_stream.lines)
+        # The Responses API's streaming error event: type "error", numbered after the rest.
+        events = [
+            json.loads(line[len("data: ") :])
+            for line in v1_stream.lines
+            if line.startswith("data: ")
+        ]
+        assert v1_stream.lines.count("event: error") == 1
+        error = events[-1]
+        assert set(error) == {"type", "code", "message", "param", "sequence_number"}, error
+        assert error["type"] == "error"
+        assert error["code"] == "invalid_api_key"
+        assert error["message"] and error["param"] is None
+        assert (
+            error["sequence_number"]
+            == max([-1, *(event["sequence_number"] for event in events[:-1])]) + 1
+        )
     finally:
         run_stream.close()
         v1_stream.close()

@@ -1,6 +1,7 @@
 """Make sure a login exists, and say which.
 
-Reads AGENTSITE_ADMIN_USER / AGENTSITE_ADMIN_PASSWORD when set; otherwise
+Reads AGENTSITE_ADMIN_USER / AGENTSITE_ADMIN_PASSWORD when set (and never prints
+a password that came from the environment); otherwise
 creates ``admin`` with a random password the first time, prints it that once,
 and keeps it in a git-ignored file only its owner can read; later runs name
 the file instead of printing the password into every log of every start.
@@ -31,10 +32,14 @@ class Command(BaseCommand):
         if user is None:
             password = password or secrets.token_urlsafe(12)
             User.objects.create_superuser(username=username, email="", password=password)
-            if "AGENTSITE_ADMIN_PASSWORD" not in os.environ:
-                private_dir(settings.LOCAL_DIR)
-                saved.unlink(missing_ok=True)  # a file left from an earlier database
-                private_file_create(saved, f"{username}\n{password}\n")
+            if "AGENTSITE_ADMIN_PASSWORD" in os.environ:  # its owner knows it; logs need not
+                self.stdout.write(
+                    f"login created: username {username!r} (password from AGENTSITE_ADMIN_PASSWORD)"
+                )
+                return
+            private_dir(settings.LOCAL_DIR)
+            saved.unlink(missing_ok=True)  # a file left from an earlier database
+            private_file_create(saved, f"{username}\n{password}\n")
             self.stdout.write(f"login created: username {username!r}, password {password!r}")
             return
         if password:
