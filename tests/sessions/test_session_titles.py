@@ -6,6 +6,8 @@ from typing import Any
 
 import pytest
 
+from responses.payloads import ResponseCreate
+from responses.services import response_create
 from sessions.models import AgentSession
 from sessions.titles import AUTO_TITLE_CHARS, title_from_text
 
@@ -129,3 +131,10 @@ def test_someone_elses_or_a_deleted_session_is_not_found(
     gone = rename(api_client, session_id, "Again")
     assert gone.status_code == 404 and gone.json()["error"]["code"] == "not_found"
     assert rename(api_client, "ses_nosuchsession", "x").status_code == 404
+
+
+def test_a_response_api_session_is_titled_by_the_same_rule(user: Any) -> None:
+    text = "Please run the tests in the workspace\nand write a report on them."
+    response = response_create(owner=user, request=ResponseCreate(model="offline", input=text))
+    title = AgentSession.objects.get(pk=response.session_id).title
+    assert title == title_from_text(text) == "Please run the tests in the"
