@@ -41,6 +41,7 @@ def test_the_first_message_titles_the_session_and_a_rename_sticks(
     page.keyboard.press("Enter")
     title_input = page.locator("#title-input")
     assert title_input.is_visible() and title_input.input_value() == AUTO_TITLE
+    assert page.locator("#rename").is_hidden() and heading.is_hidden()
     page.keyboard.press("Escape")
     assert heading.is_visible() and heading.inner_text() == AUTO_TITLE
     assert title_input.is_hidden()
