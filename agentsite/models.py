@@ -44,6 +44,10 @@ class ApiToken(models.Model):
 
     objects = ApiTokenQuerySet.as_manager()
 
+    class Meta:
+        verbose_name = "API token"
+        verbose_name_plural = "API tokens"
+
     def __str__(self) -> str:
         return f"{self.prefix}… ({self.user})"
 
@@ -82,6 +86,10 @@ class UserQuota(models.Model):
     mcp_sessions = models.PositiveIntegerField(
         null=True, blank=True, help_text="MCP sessions open at once (per web process)."
     )
+
+    class Meta:
+        verbose_name = "user quota"
+        verbose_name_plural = "user quotas"
 
     def __str__(self) -> str:
         return f"quotas of {self.user}"

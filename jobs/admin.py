@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from datetime import datetime
 from typing import Any
 
 from django.contrib import admin, messages
@@ -10,6 +11,7 @@ from django.contrib.admin.views.main import SEARCH_VAR
 from django.core.paginator import Paginator
 from django.db.models import QuerySet
 from django.http import HttpRequest
+from django.utils import timezone
 from django.utils.functional import cached_property
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
@@ -35,7 +37,6 @@ class ReadOnlyInline(admin.TabularInline):
 
 class JobChunkInline(ReadOnlyInline):
     model = JobChunk
-    verbose_name_plural = "partial results"
     fields = readonly_fields = ("index", "item", "created_at")
 
 
@@ -70,14 +71,28 @@ class WebhookDeliveryInline(ReadOnlyInline):
         return format_html("<ul>{}</ul>", SafeString("".join(rows)))
 
 
-def progress_bar(job: Job) -> SafeString:
+def progress_bar(job: Job, width_px: int = 120) -> SafeString:
     fraction = job.progress_fraction or 0.0
     return format_html(
-        '<div title="{}" style="width:120px;background:#eee;border-radius:3px">'
+        '<div title="{}" style="width:{}px;background:#eee;border-radius:3px">'
         '<div style="width:{}%;background:{};height:10px;border-radius:3px"></div></div>',
         job.progress_message or f"{fraction:.0%}",
+        width_px,
         round(fraction * 100),
         "#c33" if job.status in {"failed", "timed_out"} else "#4a4",
+    )
+
+
+def compact_time(moment: datetime | None) -> SafeString:
+    """A list cell's time: to the minute, the full timestamp on hover."""
+    if moment is None:
+        return format_html("{}", "—")
+    local = timezone.localtime(moment)
+    return format_html(
+        '<time datetime="{}" title="{}">{}</time>',
+        local.isoformat(),
+        local.isoformat(sep=" ", timespec="seconds"),
+        local.strftime("%Y-%m-%d %H:%M"),
     )
 
 
@@ -121,7 +136,8 @@ class CappedCountPaginator(Paginator):
 
 @admin.register(Job)
 class JobAdmin(admin.ModelAdmin):
-    list_display = ["id", "tool", "owner", "status", "progress", "created_at", "finished_at"]
+    # Compact: status and progress share a column, times read "2026-12-04 15:14".
+    list_display = ["id", "tool", "owner", "state", "created", "finished"]
     # No date_hierarchy and no plain "tool" filter: each scans every job on each page.
     list_filter = ["status", ToolFilter, "created_at"]
     search_fields = ["id", "tool", "owner__username"]
@@ -169,6 +185,18 @@ class JobAdmin(admin.ModelAdmin):
     @admin.display(description="progress")
     def progress(self, job: Job) -> SafeString:
         return progress_bar(job)
+
+    @admin.display(description="status", ordering="status")
+    def state(self, job: Job) -> SafeString:
+        return format_html("{}{}", job.get_status_display(), progress_bar(job, width_px=90))
+
+    @admin.display(description="created", ordering="created_at")
+    def created(self, job: Job) -> SafeString:
+        return compact_time(job.created_at)
+
+    @admin.display(description="finished", ordering="finished_at")
+    def finished(self, job: Job) -> SafeString:
+        return compact_time(job.finished_at)
 
     @admin.display(description="arguments")
     def arguments(self, job: Job) -> SafeString:

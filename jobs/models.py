@@ -80,6 +80,8 @@ class Job(models.Model):
     finished_at = models.DateTimeField(null=True, blank=True, editable=False)
 
     class Meta:
+        verbose_name = "job"
+        verbose_name_plural = "jobs"
         ordering = ["-created_at"]
         constraints = [
             models.UniqueConstraint(
@@ -172,6 +174,8 @@ class JobChunk(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
+        verbose_name = "partial result"
+        verbose_name_plural = "partial results"
         ordering = ["job", "index"]
         constraints = [
             models.UniqueConstraint(fields=["job", "index"], name="jobchunk_job_index_unique")
@@ -190,6 +194,8 @@ class JobEvent(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
+        verbose_name = "job event"
+        verbose_name_plural = "job events"
         ordering = ["job", "id"]
 
     def __str__(self) -> str:
@@ -204,6 +210,10 @@ class WebhookSecret(models.Model):
     )
     secret = models.CharField(max_length=100)
     created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        verbose_name = "webhook secret"
+        verbose_name_plural = "webhook secrets"
 
     def __str__(self) -> str:
         return f"webhook secret of {self.user_id}"
@@ -228,6 +238,8 @@ class WebhookDelivery(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
+        verbose_name = "webhook delivery"
+        verbose_name_plural = "webhook deliveries"
         ordering = ["-created_at"]
         indexes = [models.Index(fields=["status", "next_attempt_at"])]
 
@@ -248,6 +260,8 @@ class WebhookAttempt(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
+        verbose_name = "webhook attempt"
+        verbose_name_plural = "webhook attempts"
         ordering = ["delivery", "number"]
 
     def __str__(self) -> str:

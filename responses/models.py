@@ -44,6 +44,8 @@ class AgentResponse(models.Model):
     deleted_at = models.DateTimeField(null=True, blank=True, editable=False)
 
     class Meta:
+        verbose_name = "response"
+        verbose_name_plural = "responses"
         ordering = ["-created_at"]
         indexes = [models.Index(fields=["owner", "-created_at"])]
 

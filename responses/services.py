@@ -78,10 +78,8 @@ def response_create(*, owner: Any, request: ResponseCreate) -> AgentResponse:
             previous = _previous(owner, request.previous_response_id)
             session = previous.session
         else:
-            title = text.strip().splitlines()[0][:80]
-            session = session_create(
-                owner=owner, title=title, model=session_model, system_prompt=instructions
-            )
+            # Titled from its first message by message_post, as every session is.
+            session = session_create(owner=owner, model=session_model, system_prompt=instructions)
         try:
             event, _ = message_post(
                 session=session, text=text, client_tools=client_tools(tools), tool_results=answers

@@ -29,7 +29,9 @@ from sessions.services import (
     session_delete,
     session_for,
     session_list,
+    session_rename,
 )
+from sessions.titles import TITLE_MAX_CHARS
 from sessions.tokens import run_token, run_token_seq, session_token
 from sessions.tokens import session_token_seq as token_seq
 
@@ -51,6 +53,17 @@ class SessionIn(Body):
         json_schema_extra={"pattern": MODEL_PATTERN},
     )
     system_prompt: str = Field(default="", max_length=20_000)
+
+
+class SessionPatch(Body):
+    model_config = ConfigDict(extra="forbid")
+
+    title: str = Field(
+        min_length=1,
+        max_length=TITLE_MAX_CHARS,
+        description="Not only whitespace; no control characters (line breaks, tabs, NUL).",
+        json_schema_extra={"pattern": NOT_BLANK},
+    )
 
 
 class MessageIn(Body):
@@ -159,6 +172,7 @@ SESSION_LINKS = {
         201: {
             "links": {
                 "ReadSession": session_link("sessions_api_read_session", "Read it."),
+                "RenameSession": session_link("sessions_api_update_session", "Rename it."),
                 "PostMessage": session_link("sessions_api_post_message", "Send a message."),
                 "ListEvents": session_link("sessions_api_list_events", "Read its log."),
                 "FollowSession": session_link(
@@ -235,6 +249,16 @@ def list_sessions(request: HttpRequest) -> dict[str, Any]:
 )
 def read_session(request: HttpRequest, session_id: str) -> dict[str, Any]:
     return session_doc(_session(request, session_id))
+
+
+@router.patch(
+    "/sessions/{session_id}",
+    response={200: SessionDoc, **errors(400, 404, 422)},
+    summary="Rename a session",
+)
+def update_session(request: HttpRequest, session_id: str, body: SessionPatch) -> dict[str, Any]:
+    session = session_rename(session=_session(request, session_id), title=body.title)
+    return session_doc(session)
 
 
 @router.delete(

@@ -31,6 +31,8 @@ class AgentSession(models.Model):
     deleted_at = models.DateTimeField(null=True, blank=True, editable=False)
 
     class Meta:
+        verbose_name = "session"
+        verbose_name_plural = "sessions"
         ordering = ["-updated_at"]
         indexes = [
             models.Index(fields=["owner", "-updated_at"]),
@@ -89,6 +91,8 @@ class Event(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
+        verbose_name = "log event"
+        verbose_name_plural = "log events"
         ordering = ["session", "seq"]
         constraints = [
             models.UniqueConstraint(fields=["session", "seq"], name="event_session_seq_unique")
@@ -141,6 +145,8 @@ class Run(models.Model):
     heartbeat_at = models.DateTimeField(null=True, blank=True, editable=False)
 
     class Meta:
+        verbose_name = "run"
+        verbose_name_plural = "runs"
         ordering = ["-created_at"]
         indexes = [
             models.Index(fields=["session", "status"]),

@@ -36,6 +36,7 @@ from sessions.llm.names import model_is_allowed, models_allowed
 from sessions.models import AgentSession, Event, Run
 from sessions.payloads import ClientTool, ClientToolResult, UserMessagePayload
 from sessions.runs import run_request_cancel, session_lock
+from sessions.titles import session_title_auto, title_check
 
 log = logging.getLogger(__name__)
 
@@ -114,6 +115,18 @@ def model_check(model: str) -> None:
         )
 
 
+def session_rename(*, session: AgentSession, title: str) -> AgentSession:
+    """Give the session the title its owner chose (``sessions.titles.title_check``).
+
+    A set title is never replaced by the automatic one, which only fills an empty title.
+    """
+    session.title = title_check(title)
+    live = AgentSession.objects.filter(pk=session.pk, deleted_at__isnull=True)
+    if live.update(title=session.title) != 1:
+        raise SessionNotFound()  # deleted meanwhile
+    return session
+
+
 def session_list(*, owner: Owner) -> list[AgentSession]:
     return list(AgentSession.objects.filter(owner_id=owner.pk, deleted_at__isnull=True))
 
@@ -190,6 +203,8 @@ def message_post(
             )
             if run is None:  # cannot be: a live session with a pending event has a run
                 raise SessionNotFound()
+            if not locked.title:
+                session_title_auto(session_id=locked.pk, text=text)
     except BaseException:
         if mark is not None:
             rate_give_back(user_id=owner_id, quota=Quota.MESSAGES_PER_MINUTE, mark=mark)

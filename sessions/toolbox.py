@@ -34,6 +34,18 @@ START_NOTE = (
 
 JOB_ID_SCHEMA = {"type": "string", "description": "The job id, e.g. job_8f2c…"}
 
+# Every ``start_<tool>`` takes this beside the tool's own arguments: the job
+# waits until these jobs are done (and fails if one of them does not succeed).
+DEPENDS_ON = "depends_on"
+DEPENDS_ON_SCHEMA = {
+    "type": "array",
+    "items": JOB_ID_SCHEMA,
+    "description": (
+        "Jobs started earlier in this session that this job waits for: it starts once they "
+        "are all done, and fails if one of them fails."
+    ),
+}
+
 SHARED_TOOLS: list[dict[str, Any]] = [
     {
         "name": "get_job_status",
@@ -83,7 +95,7 @@ def tool_definitions() -> list[dict[str, Any]]:
                 {
                     "name": f"{START_PREFIX}{spec.name}",
                     "description": f"{spec.description}\n\n{START_NOTE.format(name=spec.name)}",
-                    "input_schema": spec.input_schema(),
+                    "input_schema": start_schema(spec),
                 }
             )
         else:
@@ -95,6 +107,13 @@ def tool_definitions() -> list[dict[str, Any]]:
                 }
             )
     return [*defs, *SHARED_TOOLS]
+
+
+def start_schema(spec: Tool) -> dict[str, Any]:
+    """The tool's input schema with ``depends_on`` beside its own arguments."""
+    schema = spec.input_schema()
+    schema.setdefault("properties", {})[DEPENDS_ON] = DEPENDS_ON_SCHEMA
+    return schema
 
 
 def job_idempotency_key(*, run_id: str, call_id: str) -> str:
@@ -135,10 +154,12 @@ def _dispatch(
         return _job_result(owner=owner, args=args)
     spec = _async_tool(name)
     if spec is not None:
+        tool_args = {k: v for k, v in args.items() if k != DEPENDS_ON}
         job, _ = services.job_create(
             owner=owner,
             tool=spec.name,
-            args=args,
+            args=tool_args,
+            depends_on=args.get(DEPENDS_ON) or (),
             idempotency_key=job_idempotency_key(run_id=run_id, call_id=call_id),
             session_id=session_id,
             run_id=run_id,

@@ -38,8 +38,14 @@ STATUS = re.compile(
 RUN_TESTS = re.compile(r"\brun (the |all |all the )?tests?\b|\brun the test suite\b")
 CRAWL = re.compile(r"\bcrawl\s+(?:the site\s+|site\s+)?(\S+)", re.IGNORECASE)
 REPORT = re.compile(
-    r"\b(?:write|make|draft|create) (?:a |me a |the )?report (?:on|about) (.+)", re.IGNORECASE
+    r"\b(?:write|make|draft|create|give|prepare|produce)\s+(?:(?:me|us)\s+)?(?:an?\s+|the\s+)?"
+    r"report\b(?:\s+(?:on|about)\s+(.+))?",
+    re.IGNORECASE,
 )
+# A report topic that is the tests, or that points back at them ("… and a report on them").
+TESTS_TOPIC = re.compile(r"\btests?\b|\btest (?:suite|run|results?)\b")
+PRONOUN_TOPIC = re.compile(r"(?:them|it|those|these|that|this|the results?)")
+TESTS_REPORT_TOPIC = "the test run"
 RESULT = re.compile(
     r"\b(results?|failed|failures?|failing|details|what did|which|found|find|output|passed)\b"
 )
@@ -119,7 +125,12 @@ def plan_reply(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> P
     fresh = [b for b in blocks if b.get("type") in ("text", JOB_EVENT_BLOCK)]
     # Results alone are a follow-up call; results closed before new input are history.
     if results and not fresh:
-        return explain_results(results, tool_uses(messages), jobs)
+        plan = explain_results(results, tool_uses(messages), jobs)
+        follow_up = report_on_started_tests(messages, tools)
+        if follow_up is not None:
+            plan.text.append("The report will be written from it once the tests are done.")
+            plan.calls.append(follow_up)
+        return plan
     plan = Plan()
     tool_names = {t["name"] for t in tools}
     for block in blocks:
@@ -236,6 +247,13 @@ def respond_to_user(
         for job_id in targets:
             plan.calls.append(("get_job_status", {"job_id": job_id}))
         return
+    report = REPORT.search(text.strip())
+    if report and report_needs_a_test_run(lowered, report, jobs, tool_names):
+        plan.text.append(
+            "Starting the test run in the background, then a report on it that waits for it."
+        )
+        plan.calls.append(("start_run_tests", {}))
+        return
     if RUN_TESTS.search(lowered) and "start_run_tests" in tool_names:
         plan.text.append("Starting the test run in the background.")
         plan.calls.append(("start_run_tests", {}))
@@ -248,9 +266,8 @@ def respond_to_user(
         plan.text.append(f"Starting a crawl of {url} in the background.")
         plan.calls.append(("start_crawl_site", {"url": url}))
         return
-    report = REPORT.search(text.strip())
     if report and "start_write_report" in tool_names:
-        topic = report.group(1).strip().rstrip(".!?")
+        topic = report_topic(report) or "the jobs so far"
         args: dict[str, Any] = {"topic": topic}
         sources = [j.job_id for j in jobs.values() if j.status == "done"]
         field_name = source_field(tools)
@@ -266,6 +283,77 @@ def respond_to_user(
             plan.calls.append(("get_job_result", {"job_id": job_id}))
         return
     plan.text.append(HELP)
+
+
+def report_topic(report: re.Match[str]) -> str:
+    return (report.group(1) or "").strip().rstrip(".!?").strip()
+
+
+def report_needs_a_test_run(
+    lowered: str, report: re.Match[str], jobs: dict[str, JobMemory], tool_names: set[str]
+) -> bool:
+    """A report asked for together with a test run, or on tests that have not run yet."""
+    if not {"start_run_tests", "start_write_report"} <= tool_names:
+        return False
+    if RUN_TESTS.search(lowered):
+        return True
+    tested = any(j.tool == "run_tests" and j.status == "done" for j in jobs.values())
+    return not tested and bool(TESTS_TOPIC.search(report_topic(report).lower()))
+
+
+def report_on_started_tests(
+    messages: list[dict[str, Any]], tools: list[dict[str, Any]]
+) -> tuple[str, dict[str, Any]] | None:
+    """The report a request asked for, once the test run it also asked for has started.
+
+    The request is the newest user text; the call is due when this turn started
+    ``run_tests`` for it and no report yet. The report names the test run as its
+    source and waits for it (``depends_on``).
+    """
+    asked = [
+        (index, str(block.get("text", "")))
+        for index, message in enumerate(messages)
+        if message.get("role") == "user"
+        for block in content_blocks(message)
+        if block.get("type") == "text"
+    ]
+    if not asked:
+        return None
+    index, text = asked[-1]
+    report = REPORT.search(text.strip())
+    if report is None:
+        return None
+    since = messages[index + 1 :]
+    uses = tool_uses(since)
+    if any(use.get("name") == "start_write_report" for use in uses.values()):
+        return None
+    tests = [
+        data["job_id"]
+        for message in since
+        for block in content_blocks(message)
+        if block.get("type") == "tool_result" and not block.get("is_error")
+        if uses.get(str(block.get("tool_use_id")), {}).get("name") == "start_run_tests"
+        if isinstance(data := loads(result_text(block)), dict) and data.get("job_id")
+    ]
+    if not tests:
+        return None
+    topic = report_topic(report)
+    if not topic or PRONOUN_TOPIC.fullmatch(topic.lower()):
+        topic = TESTS_REPORT_TOPIC
+    args: dict[str, Any] = {"topic": topic}
+    source = source_field(tools)
+    if source:
+        args[source] = tests[-1:]
+    if depends_on_offered(tools):
+        args["depends_on"] = tests[-1:]
+    return "start_write_report", args
+
+
+def depends_on_offered(tools: list[dict[str, Any]]) -> bool:
+    for tool in tools:
+        if tool["name"] == "start_write_report":
+            return "depends_on" in tool.get("input_schema", {}).get("properties", {})
+    return False
 
 
 def source_field(tools: list[dict[str, Any]]) -> str | None:
@@ -291,6 +379,14 @@ def explain_results(
             message = data.get("error", {}).get("message") if isinstance(data, dict) else None
             plan.text.append(f"{name} did not work: {message or result_text(block)[:200]}")
         elif name.startswith("start_") and isinstance(data, dict):
+            waits_for = use.get("input", {}).get("depends_on") or []
+            if name == "start_write_report" and waits_for:
+                plan.text.append(
+                    f"Started write_report as {data.get('job_id')}: it waits for "
+                    f"{', '.join(map(str, waits_for))}, and the report will be here to read "
+                    "and download when it is done."
+                )
+                continue
             plan.text.append(
                 f"Started {name.removeprefix('start_')} as {data.get('job_id')}. I will tell you "
                 "when it finishes; meanwhile you can ask me anything."

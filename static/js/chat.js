@@ -464,6 +464,8 @@
   };
 
   function reply(frame) {
+    // The server titles a session from its first message (static/js/title.js shows it).
+    if (frame.type === "message") root.dispatchEvent(new CustomEvent("agentsite:message-accepted"));
     if (frame.type === "error") notice(frame.message || frame.code);
     if (frame.type === "interrupt") interruptButton.disabled = true;
   }

@@ -73,6 +73,7 @@ ANSWERS = {
     ("POST", "/api/sessions"): {201, 400, 403, 413, 422},
     ("GET", "/api/sessions"): {200},
     ("GET", "/api/sessions/{session_id}"): {200, 404},
+    ("PATCH", "/api/sessions/{session_id}"): {200, 400, 403, 404, 413, 422},
     ("DELETE", "/api/sessions/{session_id}"): {200, 403, 404},
     ("POST", "/api/sessions/{session_id}/messages"): {202, 400, 403, 404, 413, 422, 429},
     ("GET", "/api/sessions/{session_id}/events"): {200, 400, 404, 422},

@@ -7,6 +7,8 @@ The counts include the savepoint pair the test's own transaction adds around
 each call. A message pays two statements for its owner's quotas (the user's own
 limits, the live turns), and on PostgreSQL a third for the per-user lock that
 SQLite's write lock already gives; the messages-a-minute window lives in Redis.
+The first message of a session without a title pays one more, for the title
+(``sessions.titles``); a titled session's messages do not.
 """
 
 from __future__ import annotations
@@ -24,10 +26,24 @@ def test_a_message_costs_eleven_statements_at_most(
 ) -> None:
     session = session_create(owner=user)
     message_post(session=session, text="warm")  # a first message creates the session's run
-    other = session_create(owner=user)
+    other = session_create(owner=user, title="Greeting")
     with django_assert_max_num_queries(12 if connection.vendor == "postgresql" else 11):
         event, run = message_post(session=other, text="hello")
     assert event.pending and run.status == "queued"
+
+
+def test_the_first_message_of_an_untitled_session_pays_one_more_for_its_title(
+    user: Any, django_assert_max_num_queries: Any
+) -> None:
+    session = session_create(owner=user)
+    message_post(session=session, text="warm")
+    other = session_create(owner=user)
+    with django_assert_max_num_queries(13 if connection.vendor == "postgresql" else 12):
+        message_post(session=other, text="hello")
+    other.refresh_from_db()
+    assert other.title == "hello"
+    with django_assert_max_num_queries(12 if connection.vendor == "postgresql" else 11):
+        message_post(session=other, text="and again")
 
 
 def test_a_turn_starts_and_ends_in_twelve_statements_each_at_most(
