@@ -6,7 +6,7 @@ from django.db import migrations
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('jobs', '0011_admin_filter_indexes'),
+        ('jobs', '0012_dispatch_turn_indexes'),
     ]
 
     operations = [
