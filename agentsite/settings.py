@@ -81,6 +81,16 @@ def env_list(name: str, default: list[str]) -> list[str]:
     return [item.strip() for item in raw.split(",") if item.strip()]
 
 
+def env_choice(name: str, default: str, choices: tuple[str, ...], *, invalid: str) -> str:
+    """One of ``choices`` (case and surrounding blanks ignored); ``invalid``, the safest
+    choice, with a configuration error for anything else."""
+    value = env_str(name, default).strip().lower()
+    if value in choices:
+        return value
+    CONFIG_ERRORS.append((name, f"{name}={value!r} is not one of {', '.join(choices)}."))
+    return invalid
+
+
 def local_secret_key() -> str:
     """A development key generated once and kept in a git-ignored file only its owner reads."""
     path = private_dir(LOCAL_DIR) / "secret_key"
@@ -367,30 +377,16 @@ AGENTSITE_WORKSPACE_PYTHON = env_str("AGENTSITE_WORKSPACE_PYTHON") or sys.execut
 # Where run_tests runs pytest (jobs/tools/sandbox.py): "auto" in namespaces that hide
 # the server's secrets where this machine can make them and with a scrubbed
 # environment only where it cannot; "required" fails the job instead; "off" never tries.
-AGENTSITE_RUN_TESTS_SANDBOX = env_str("AGENTSITE_RUN_TESTS_SANDBOX", "auto").strip().lower()
-if AGENTSITE_RUN_TESTS_SANDBOX not in {"auto", "required", "off"}:
-    CONFIG_ERRORS.append(
-        (
-            "AGENTSITE_RUN_TESTS_SANDBOX",
-            f"AGENTSITE_RUN_TESTS_SANDBOX={AGENTSITE_RUN_TESTS_SANDBOX!r} is not one of "
-            "auto, required, off.",
-        )
-    )
-    AGENTSITE_RUN_TESTS_SANDBOX = "required"
+AGENTSITE_RUN_TESTS_SANDBOX = env_choice(
+    "AGENTSITE_RUN_TESTS_SANDBOX", "auto", ("auto", "required", "off"), invalid="required"
+)
 # More files and directories the sandbox covers (comma-separated absolute paths).
 AGENTSITE_RUN_TESTS_HIDDEN_PATHS = env_list("AGENTSITE_RUN_TESTS_HIDDEN_PATHS", [])
 # What the sandboxed tests may write in the workspace: "copy" (a scratch copy of it,
 # thrown away after the run), "read-only" (nothing), "writable" (the workspace itself).
-AGENTSITE_RUN_TESTS_WORKSPACE = env_str("AGENTSITE_RUN_TESTS_WORKSPACE", "copy").strip().lower()
-if AGENTSITE_RUN_TESTS_WORKSPACE not in {"copy", "read-only", "writable"}:
-    CONFIG_ERRORS.append(
-        (
-            "AGENTSITE_RUN_TESTS_WORKSPACE",
-            f"AGENTSITE_RUN_TESTS_WORKSPACE={AGENTSITE_RUN_TESTS_WORKSPACE!r} is not one of "
-            "copy, read-only, writable.",
-        )
-    )
-    AGENTSITE_RUN_TESTS_WORKSPACE = "read-only"
+AGENTSITE_RUN_TESTS_WORKSPACE = env_choice(
+    "AGENTSITE_RUN_TESTS_WORKSPACE", "copy", ("copy", "read-only", "writable"), invalid="read-only"
+)
 # The unprivileged user (and group) the sandboxed tests run as when the server is root.
 AGENTSITE_RUN_TESTS_UID = env_int("AGENTSITE_RUN_TESTS_UID", 65534, least=1)
 AGENTSITE_RUN_TESTS_GID = env_int("AGENTSITE_RUN_TESTS_GID", 65534, least=1)

@@ -42,6 +42,9 @@ def test_the_default_configuration_passes() -> None:
         ({"AGENTSITE_QUOTA_MCP_IDLE_S": "0"}, "agentsite.E006"),
         ({"AGENTSITE_STREAM_SEND_BUFFER_MAX": "1024"}, "agentsite.E001"),
         ({"AGENTSITE_STREAM_STALL_S": "0"}, "agentsite.E001"),
+        ({"AGENTSITE_RUN_TESTS_SANDBOX": "sometimes"}, "agentsite.E001"),
+        ({"AGENTSITE_RUN_TESTS_WORKSPACE": "scratch"}, "agentsite.E001"),
+        ({"AGENTSITE_RUN_TESTS_UID": "0"}, "agentsite.E001"),
     ],
 )
 def test_a_configuration_mistake_is_a_check_error(env: dict[str, str], check_id: str) -> None:
