@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from playwright.sync_api import expect
 
 from sessions.models import AgentSession
 from tests.browser.chat_page import chat_open, chat_send, wait_settled
@@ -29,7 +30,7 @@ def test_the_first_message_titles_the_session_and_a_rename_sticks(
     assert heading.inner_text() == "Untitled session"
 
     chat_send(page, FIRST)
-    page.wait_for_function(f"document.getElementById('title-text').textContent === {AUTO_TITLE!r}")
+    expect(heading).to_have_text(AUTO_TITLE, timeout=60_000)
     wait_settled(page, session)
     assert listed_titles(page, site) == [AUTO_TITLE]
 
@@ -55,7 +56,7 @@ def test_the_first_message_titles_the_session_and_a_rename_sticks(
 
     title_input.fill("Checkout bugs")
     page.keyboard.press("Enter")
-    page.wait_for_function("document.getElementById('title-text').textContent === 'Checkout bugs'")
+    expect(heading).to_have_text("Checkout bugs", timeout=60_000)
     assert page.locator("#title-input").is_hidden()
     assert page.title().startswith("Checkout bugs")
 

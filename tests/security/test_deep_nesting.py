@@ -30,6 +30,12 @@ def nested(depth: int) -> Any:
     return value
 
 
+def nested_text(depth: int) -> str:
+    """The JSON text of ``nested(depth)``, written out: encoding so deep a value would
+    overflow the test's own stack first."""
+    return "[" * depth + "]" * depth
+
+
 def depth_of(value: Any) -> int:
     deepest, stack = 0, [(value, 1)]
     while stack:
@@ -50,8 +56,7 @@ def refusals_logged(caplog: pytest.LogCaptureFixture) -> list[logging.LogRecord]
 def test_a_deeply_nested_session_body_is_refused_with_one_log_line(
     api_client: Any, caplog: pytest.LogCaptureFixture, depth: int
 ) -> None:
-    body = {"title": "deep", "notes": nested(depth - 1)}
-    assert depth_of(body) == depth
+    body = f'{{"title": "deep", "notes": {nested_text(depth - 1)}}}'
 
     with caplog.at_level(logging.INFO):
         response = api_client.post("/api/sessions", body, content_type="application/json")
@@ -70,7 +75,7 @@ def test_a_deeply_nested_session_body_is_refused_with_one_log_line(
 def test_a_deeply_nested_job_body_is_refused_with_one_log_line(
     api_client: Any, caplog: pytest.LogCaptureFixture, depth: int
 ) -> None:
-    body = {"tool": "sleepy", "args": {"seconds": nested(depth - 2)}}
+    body = f'{{"tool": "sleepy", "args": {{"seconds": {nested_text(depth - 2)}}}}}'
 
     with caplog.at_level(logging.INFO):
         response = api_client.post(
@@ -130,8 +135,13 @@ def test_the_responses_api_refuses_deep_metadata_in_openai_format_and_takes_nest
     headers = {"Authorization": f"Bearer {raw}"}
     before = log.stat().st_size
 
-    deep = {"model": "offline", "input": "hi", "metadata": {"tag": nested(800)}}
-    refused = httpx.post(f"{base}/v1/responses", json=deep, headers=headers, timeout=30)
+    deep = f'{{"model": "offline", "input": "hi", "metadata": {{"tag": {nested_text(800)}}}}}'
+    refused = httpx.post(
+        f"{base}/v1/responses",
+        content=deep,
+        headers={**headers, "Content-Type": "application/json"},
+        timeout=30,
+    )
 
     assert refused.status_code == 400, refused.text
     error = refused.json()["error"]
