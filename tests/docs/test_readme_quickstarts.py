@@ -26,7 +26,6 @@ import requests
 from django.core.management import call_command
 
 from agentsite import settings as project_settings
-
 from tests.conftest import BASE_DIR, Processes, subprocess_env
 from tests.sessions.test_stream_clients import daphne_serve
 
@@ -59,9 +58,7 @@ def live_url(processes: Processes) -> str:
 
 
 @pytest.fixture
-def admin_login(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, settings: Any
-) -> tuple[str, str]:
+def admin_login(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, settings: Any) -> tuple[str, str]:
     """The login a first ``make run`` creates, from ``ensure_login`` as it runs there, and
     the file it keeps (in a directory of the test's own, not the checkout's)."""
     monkeypatch.delenv("AGENTSITE_ADMIN_USER", raising=False)
