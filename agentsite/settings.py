@@ -304,8 +304,8 @@ AGENTSITE_RUN_STALE_S = env_float("AGENTSITE_RUN_STALE_S", 15.0)
 # and their blocking tools TOOL_THREADS threads.
 AGENTSITE_TURN_CONCURRENCY = env_int("AGENTSITE_TURN_CONCURRENCY", 100)
 # SQLite has one writer: more threads in one process only wait on its lock, and its
-# busy handler sleeps in coarse steps (bench/concurrency.py: 1 thread beat 8 at 100
-# users), so on SQLite one thread carries them; PostgreSQL gets a pool.
+# busy handler sleeps in coarse steps, so on SQLite one thread carries them
+# (docs/benchmarks.md); PostgreSQL gets a pool.
 AGENTSITE_TURN_DB_THREADS = env_int(
     "AGENTSITE_TURN_DB_THREADS", 1 if _database["ENGINE"].endswith("sqlite3") else 8
 )

@@ -2,9 +2,8 @@
 
 RQ forks a fresh work horse for every job. For a short tool job that fork is
 most of the work: after it, every page the worker or the horse writes to takes
-a copy-on-write fault, and a no-op job costs RQ's own worker and horse together
-about 20 ms of CPU, most of it the fork (2 cores, ``bench/jobs.py``), against
-about 3 ms for the same job in a warm horse.
+a copy-on-write fault, so most of the CPU a no-op job costs RQ's own worker and
+horse is the fork (``bench/jobs.py`` measures both against a warm horse).
 ``JobWorker`` instead forks one horse and hands it tool jobs one at a time over
 a pipe; the horse runs each exactly as a forked one would (RQ's
 ``perform_job``, then ``jobs.runner.run_job``) and answers when it is done.

@@ -69,10 +69,8 @@ def direct_publish_prefix() -> str | None:
     Such a layer's ``group_send`` is a single PUBLISH of the serialised message
     (``layer.serialize``) to ``{prefix}__group__{group}``. Doing that PUBLISH on
     this process's synchronous client, rather than through ``group_send`` on
-    the publishing loop, is measured to matter: about 30-50 µs of CPU a message
-    against 115 µs, and in ``bench/jobs.py`` (two runs each, same machine) about
-    1 ms less worker CPU per job, keeping the job API at 0.70-0.75 of raw RQ's
-    throughput instead of 0.57-0.68 (target 0.7). The price is knowing the
+    the publishing loop, spares the worker a trip through the loop for every
+    message, and so CPU on every job (``bench/jobs.py``). The price is knowing the
     layer's group channel name: tests/jobs/test_live_updates.py checks that a
     real subscriber of the layer receives what is published this way.
     """

@@ -10,7 +10,7 @@ recorded when the job is created), projecting the same log twice yields the
 same events with the same ``sequence_number``s: a stream resumed after N
 simply drops the first N + 1.
 
-Which runs belong to a response (the README says the same):
+Which runs belong to a response (docs/api/responses.md says the same):
 
 - its triggers are its input message and the final event (done, failed,
   cancelled, timed out) of each of its jobs;

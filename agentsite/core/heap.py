@@ -3,10 +3,9 @@
 A web process following thousands of sockets holds hundreds of thousands of
 objects that live as long as their connection, beside everything Django and
 the application imported at start. With CPython's default thresholds
-(700, 10, 10) every collection of the oldest generation walks all of them:
-at 5,000 followers one web process spent 16 s of a two-minute benchmark
-collecting, in pauses of up to 1.3 s, each stalling every stream it serves
-(bench/stream.py).
+(700, 10, 10) every collection of the oldest generation walks all of them,
+and each such pause stalls every stream the process serves, the longer the
+more connections it holds (docs/benchmarks.md, "Streams").
 
 ``settle_long_lived`` is called once start-up is done: what exists then is
 moved out of the collector's sight (``gc.freeze``: modules, settings, URL

@@ -1,7 +1,7 @@
 """The offline model: deterministic, no network, and it really drives the tools.
 
 It reads the latest batch (user messages and job events) and plans tool calls
-from a few phrases (documented in the README, "The offline model"); after tool
+from a few phrases (documented in docs/models.md, "The offline model"); after tool
 results come back it explains them in a sentence or two. It keeps track of the
 jobs in the conversation by reading its own history, so "status" and "stop"
 know which jobs are running. Job events it reads from the payloads their

@@ -59,3 +59,26 @@ def test_last_use_is_recorded_to_the_minute_not_on_every_call(user: Any) -> None
     assert client.get("/api/me").status_code == 200
     token.refresh_from_db()
     assert token.last_used_at == first
+
+
+def test_create_api_token_without_a_username_issues_one_for_the_admin_login(
+    make_user: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("AGENTSITE_ADMIN_USER", raising=False)
+    make_user("admin")
+    out = StringIO()
+    call_command("create_api_token", stdout=out)
+    assert ApiToken.objects.get().user.username == "admin"
+    raw = out.getvalue().strip()
+    response = Client().get("/api/me", headers={"Authorization": f"Bearer {raw}"})
+    assert response.json() == {"username": "admin"}
+
+
+def test_create_api_token_without_a_username_follows_the_chosen_admin_login(
+    make_user: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("AGENTSITE_ADMIN_USER", "operator")
+    make_user("admin")
+    make_user("operator")
+    call_command("create_api_token", stdout=StringIO())
+    assert ApiToken.objects.get().user.username == "operator"

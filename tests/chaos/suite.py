@@ -1,12 +1,12 @@
 """Faults cost nothing: the scale-out layout under every fault, with work in flight.
 
-The layout of the README's "Scaling out": two daphnes, two tool workers, a turn
+The layout of "Scaling out" in docs/operations.md: two daphnes, two tool workers, a turn
 worker and the scheduler, on a PostgreSQL cluster and a Redis server of this
 run's own (``tests/chaos/environment.py``). A client follows one session over
 server-sent events the whole time, resuming with its last token on the other
 web process after every drop, and another keeps starting jobs in that session,
 so every completion also wakes a model turn. One fault after another is
-injected while this goes on, each checked for what the README promises of it;
+injected while this goes on, each checked for what docs/operations.md promises of it;
 then what must hold after all of them: every job and run ended truthfully, the
 follower saw exactly the log (no gap, no duplicate), and every process is alive
 and healthy.
@@ -95,7 +95,7 @@ def from_db(query: Callable[[], T]) -> T | None:
 
 
 def is_unavailable(response: httpx.Response) -> bool:
-    """The answer the README promises while Redis or the database is away."""
+    """The answer docs/operations.md promises while Redis or the database is away."""
     return (
         response.status_code == 503
         and response.headers.get("content-type", "").startswith("application/json")
