@@ -17,7 +17,11 @@ import tomllib
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
+from packaging.requirements import Requirement
+from packaging.version import Version
+
 ROOT = Path(__file__).resolve().parents[2]
+LOCK = ROOT / "requirements.lock"
 APPS = ("agentsite", "jobs", "responses", "sessions")
 FIRST_PARTY = {*APPS, "tests", "bench", "manage"}
 # Run in a virtual environment of its own, with its own requirements.
@@ -114,3 +118,32 @@ def test_an_undeclared_import_is_found(tmp_path: Path) -> None:
     module = tmp_path / "module.py"
     module.write_text("from twisted.internet import tcp\nimport autobahn.websocket\n")
     assert [package for _, package in top_level_imports(module)] == ["twisted", "autobahn"]
+
+
+def locked() -> dict[str, Version]:
+    pins = re.findall(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==(\S+)", LOCK.read_text(), re.MULTILINE)
+    return {normalized(name): Version(version) for name, version in pins}
+
+
+def test_the_lock_pins_every_declared_dependency_within_its_range() -> None:
+    """pyproject.toml edited without ``make lock`` fails here, not on a fresh clone."""
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    pins = locked()
+    outside = []
+    for text in [*project["dependencies"], *project["optional-dependencies"]["dev"]]:
+        requirement = Requirement(text)
+        name = normalized(requirement.name)
+        if name not in pins or pins[name] not in requirement.specifier:
+            outside.append(f"{text}: locked {pins.get(name)}")
+    assert outside == []
+
+
+def test_the_lock_pins_what_is_installed() -> None:
+    """The environment the suite runs in is the locked one (``make install``)."""
+    pins = locked()
+    differ = []
+    for dist in importlib.metadata.distributions():
+        name = normalized(dist.metadata["Name"])
+        if name in pins and Version(dist.version) != pins[name]:
+            differ.append(f"{name}: installed {dist.version}, locked {pins[name]}")
+    assert differ == []
