@@ -21,8 +21,11 @@ $(STAMP): $(LOCK) pyproject.toml
 install: $(STAMP)
 
 # Re-resolves pyproject.toml's ranges into requirements.lock, keeping the pins that
-# still fit (LOCK_ARGS=--upgrade, or --upgrade-package NAME, to move them).
-lock: install
+# still fit (LOCK_ARGS=--upgrade, or --upgrade-package NAME, to move them). Not after
+# install: with a dependency the lock lacks yet, install's pip check fails.
+lock:
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	test -x $(VENV)/bin/pip-compile || $(PY) -m pip install --quiet pip-tools
 	$(VENV)/bin/pip-compile --quiet --generate-hashes --allow-unsafe --extra dev --strip-extras \
 		--no-emit-index-url --no-emit-find-links $(LOCK_ARGS) -o $(LOCK) pyproject.toml
 
