@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-import io
 import json
-import sys
 from collections.abc import Callable, Iterable
-from typing import Any, cast
+from typing import Any
 
 from django.conf import settings
 from django.http import HttpRequest, HttpResponseBase
 
+from agentsite.compat import daphne as compat_daphne
 from agentsite.http import error_body
 
 
@@ -170,60 +169,6 @@ def daphne_body_limit() -> None:
     of the body is read and dropped for a moment (so that the client, still
     sending, gets to read the answer), and the connection is closed.
     """
-    http_protocol = sys.modules.get("daphne.http_protocol")
-    request_class: Any = getattr(http_protocol, "WebRequest", None)
-    if request_class is None or getattr(request_class, "agentsite_body_limit", False):
-        return
-    got_length = request_class.gotLength
-    handle_chunk = request_class.handleContentChunk
-    process = request_class.process
-
-    def refuse(request: Any) -> None:
-        request.agentsite_refused = True
-        max_bytes = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
-        path = bytes(getattr(request.channel, "_path", b"")).decode("latin-1")
-        status, headers, body = too_large_response(path.split("?", 1)[0], max_bytes)
-        lines = [b"HTTP/1.1 %d Request Entity Too Large" % status]
-        lines += [name + b": " + value for name, value in headers]
-        transport = request.channel.transport
-        transport.write(b"\r\n".join(lines) + b"\r\n\r\n" + body)
-        if hasattr(transport, "loseWriteConnection"):
-            transport.loseWriteConnection()
-        # Imported here, not at the top: importing twisted's reactor installs one, and
-        # only daphne may choose which (this module is also imported without daphne).
-        from twisted.internet import reactor
-
-        cast(Any, reactor).callLater(DROP_REST_FOR_S, transport.abortConnection)
-
-    def limited_got_length(request: Any, length: int | None) -> None:
-        request.agentsite_received = 0
-        request.agentsite_refused = False
-        max_bytes = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
-        if length is not None and max_bytes is not None and length > max_bytes:
-            request.content = io.BytesIO()
-            refuse(request)
-            return
-        got_length(request, length)
-
-    def limited_handle_chunk(request: Any, data: bytes) -> None:
-        if request.agentsite_refused:
-            return
-        request.agentsite_received += len(data)
-        max_bytes = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
-        if max_bytes is not None and request.agentsite_received > max_bytes:
-            request.content.close()
-            request.content = io.BytesIO()
-            refuse(request)
-            return
-        handle_chunk(request, data)
-
-    def limited_process(request: Any) -> Any:
-        if getattr(request, "agentsite_refused", False):
-            request.channel.transport.abortConnection()  # answered already
-            return None
-        return process(request)
-
-    request_class.gotLength = limited_got_length
-    request_class.handleContentChunk = limited_handle_chunk
-    request_class.process = limited_process
-    request_class.agentsite_body_limit = True
+    compat_daphne.limit_request_bodies(
+        lambda: settings.DATA_UPLOAD_MAX_MEMORY_SIZE, too_large_response, DROP_REST_FOR_S
+    )

@@ -23,12 +23,10 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import sys
 import time
 from typing import Any, Protocol
 
-from autobahn.websocket.protocol import WebSocketProtocol as AutobahnProtocol
-from twisted.internet import tcp
+from agentsite.compat import autobahn, daphne, twisted
 
 OPCODE_TEXT_FIN = 0x81
 SCOPE_KEY = "agentsite.wire"
@@ -59,27 +57,19 @@ class Wire:
     @classmethod
     def of(cls, send: Any) -> Wire | None:
         """The wire under ``send`` (the ``send`` daphne gave the application), if it is daphne's."""
-        protocol = daphne_protocol(send)
-        websocket = getattr(sys.modules.get("daphne.ws_protocol"), "WebSocketProtocol", None)
-        if websocket is not None and isinstance(protocol, websocket):
-            return cls(protocol)
-        return None
+        protocol = daphne.websocket_protocol(send)
+        return cls(protocol) if protocol is not None else None
 
     def ready(self) -> bool:
         """Whether a frame may be written now: open, uncompressed, nothing queued before it,
         on a plain TCP socket (a TLS connection's bytes must pass its TLS layer)."""
-        protocol = self.protocol
-        return (
-            protocol.state == AutobahnProtocol.STATE_OPEN
-            and protocol._perMessageCompress is None
-            and not protocol.send_queue
-            and isinstance(protocol.transport, tcp.Connection)
-            and protocol.transport.TLS is False
+        return autobahn.open_and_idle(self.protocol) and twisted.is_plain_tcp(
+            self.protocol.transport
         )
 
     def unsent(self) -> int:
         """Bytes written to this socket that the client has not taken yet (Twisted's buffer)."""
-        return unsent(self.protocol.transport)
+        return twisted.unsent(self.protocol.transport)
 
     def write(self, frame: bytes) -> None:
         """Write ``frame`` (``text_frame``'s bytes); call only while ``ready()``.
@@ -88,22 +78,7 @@ class Wire:
         the socket does not take (or everything, with data already waiting) is
         left to Twisted, behind the waiting data.
         """
-        transport = self.protocol.transport
-        sent = 0
-        if (
-            not transport.dataBuffer
-            and not transport._tempDataBuffer
-            and transport.connected
-            and not transport._writeDisconnected
-        ):
-            try:
-                sent = transport.socket.send(frame)
-            except OSError:
-                # Would block, or the connection is gone: Twisted's own write finds
-                # out which, and reports a lost connection as it always does.
-                sent = 0
-        if sent < len(frame):
-            transport.write(frame[sent:] if sent else frame)
+        twisted.write_now(self.protocol.transport, frame)
 
 
 class ResponseWire:
@@ -117,43 +92,15 @@ class ResponseWire:
 
     @classmethod
     def of(cls, send: Any) -> ResponseWire | None:
-        request = getattr(sys.modules.get("daphne.http_protocol"), "WebRequest", None)
-        protocol = daphne_protocol(send)
-        if request is None or not isinstance(protocol, request):
-            return None
-        transport = getattr(protocol.channel, "transport", None)
-        if isinstance(transport, tcp.Connection) and transport.TLS is False:
-            return cls(transport)
-        return None
+        transport = daphne.request_transport(send)
+        return cls(transport) if twisted.is_plain_tcp(transport) else None
 
     def unsent(self) -> int:
-        return unsent(self.transport)
+        return twisted.unsent(self.transport)
 
     def drop(self) -> None:
         """Close the connection now, discarding what it still holds for the client."""
         self.transport.abortConnection()
-
-
-def daphne_protocol(send: Any) -> Any:
-    """The daphne protocol (a websocket or an HTTP request) behind ``send``, or None.
-
-    Daphne is looked up, not imported: importing it installs a Twisted reactor,
-    which a process served by anything else must not get from agentsite.
-    """
-    server = getattr(sys.modules.get("daphne.server"), "Server", None)
-    if (
-        server is not None
-        and isinstance(send, functools.partial)
-        and isinstance(getattr(send.func, "__self__", None), server)
-        and send.args
-    ):
-        return send.args[0]
-    return None
-
-
-def unsent(transport: Any) -> int:
-    """Bytes a Twisted TCP transport holds that its peer has not taken yet."""
-    return int(len(transport.dataBuffer) - transport.offset + transport._tempDataLen)
 
 
 class Unsent(Protocol):

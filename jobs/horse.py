@@ -43,6 +43,7 @@ from rq.executions import Execution
 from rq.worker.base import BaseWorker
 from rq.worker.base import logger as rq_logger
 
+from agentsite.compat import rq as rq_internals
 from jobs import handoff
 from jobs.models import Job
 
@@ -166,7 +167,7 @@ def serve(worker: BaseWorker, conn: Connection) -> None:
     os.setpgrp()  # as RQ's horse: killing the horse kills what its tool started
     random.seed()
     worker.setup_work_horse_signals()  # type: ignore[no-untyped-call]
-    worker._is_horse = True
+    rq_internals.become_horse(worker)
     worker.log = rq_logger
     os.environ["RQ_WORKER_ID"] = worker.name
     cwd = os.getcwd()
@@ -211,7 +212,7 @@ def perform(worker: BaseWorker, assignment: Assignment) -> None:
         death_penalty_class=worker.death_penalty_class,
     )
     execution = Execution.fetch(assignment.execution_id, job.id, connection=worker.connection)
-    execution._job = job
+    rq_internals.attach_job(execution, job)
     worker.executions.clear()
     worker.execution = execution
     worker.perform_job(job, queue, execution)

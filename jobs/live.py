@@ -20,6 +20,7 @@ from channels.layers import get_channel_layer
 from django.conf import settings
 from redis import Redis
 
+from agentsite.compat import channels_redis
 from jobs.documents import JobStatusDoc
 from jobs.groups import owner_jobs_group
 
@@ -60,14 +61,11 @@ def _loop_get() -> asyncio.AbstractEventLoop:
         return _loop
 
 
-PUBSUB_BACKEND = "channels_redis.pubsub.RedisPubSubChannelLayer"
-
-
 def direct_publish_prefix() -> str | None:
     """The channel prefix when the layer is Redis pub/sub on our one Redis, else None.
 
     Such a layer's ``group_send`` is a single PUBLISH of the serialised message
-    (``layer.serialize``) to ``{prefix}__group__{group}``. Doing that PUBLISH on
+    (``agentsite.compat.channels_redis``). Doing that PUBLISH on
     this process's synchronous client, rather than through ``group_send`` on
     the publishing loop, spares the worker a trip through the loop for every
     message, and so CPU on every job (``bench/jobs.py``). The price is knowing the
@@ -76,7 +74,9 @@ def direct_publish_prefix() -> str | None:
     """
     config: dict[str, Any] = settings.CHANNEL_LAYERS.get("default", {})
     options: dict[str, Any] = config.get("CONFIG", {})
-    if config.get("BACKEND") != PUBSUB_BACKEND or options.get("hosts") != [settings.REDIS_URL]:
+    if config.get("BACKEND") != channels_redis.PUBSUB_BACKEND or options.get("hosts") != [
+        settings.REDIS_URL
+    ]:
         return None
     return str(options.get("prefix", "asgi"))
 
@@ -89,10 +89,10 @@ def group_send(groups: list[str], message: Mapping[str, object]) -> None:
     try:
         prefix = direct_publish_prefix()
         if prefix is not None:
-            data = layer.serialize(message)
+            data = channels_redis.serialized(layer, message)
             with redis_connection().pipeline(transaction=False) as pipe:
                 for group in groups:
-                    pipe.publish(f"{prefix}__group__{group}", data)
+                    pipe.publish(channels_redis.group_channel(prefix, group), data)
                 pipe.execute()
             return
         future = asyncio.run_coroutine_threadsafe(_send_all(layer, groups, message), _loop_get())

@@ -35,6 +35,7 @@ from rq.job import JobStatus
 from rq.utils import now as rq_now
 from rq.worker import BaseWorker, WorkerStatus
 
+from agentsite.compat import rq as rq_internals
 from agentsite.core import telemetry
 from agentsite.core.database import through_database_outage
 from jobs import dispatch, handoff
@@ -74,7 +75,7 @@ class RidesOutRedis(BaseWorker):
                     telemetry.reconnect_count("redis")
                 return result
             except REDIS_DOWN as exc:
-                if self._stop_requested:
+                if rq_internals.stop_requested(self):
                     raise StopRequested() from exc
                 self.log.warning(
                     "Worker %s: Redis unreachable (%s); retrying in %.1fs", self.name, exc, wait
@@ -85,7 +86,7 @@ class RidesOutRedis(BaseWorker):
     _registration_checked_at = float("-inf")
 
     def _register_again_if_forgotten(self) -> None:
-        if self.is_horse or self._stop_requested:
+        if self.is_horse or rq_internals.stop_requested(self):
             return
         now = time.monotonic()
         if now - self._registration_checked_at < REGISTRATION_CHECK_S:
@@ -219,17 +220,17 @@ class JobWorker(RidesOutRedis, Worker):
             reader_pid=os.getpid(),
         )
         horse = self._warm_horse_assign(assignment)
-        self._horse_pid = horse.pid
+        rq_internals.set_horse_pid(self, horse.pid)
         try:
             self._watch(horse, job, execution)
         except BaseException:
             # The worker stops watching (a cold shutdown, an error of its own): the
             # horse must not finish this job unwatched, nor answer it as the next one.
             self._warm_horse = None
-            self._horse_pid = 0
+            rq_internals.set_horse_pid(self, 0)
             horse.kill()
             raise
-        self._horse_pid = 0
+        rq_internals.set_horse_pid(self, 0)
         self.executions.pop(execution.id, None)
         if horse.answer is not None and horse.answer.job_id != job.id:
             self.log.error(
@@ -303,8 +304,8 @@ class JobWorker(RidesOutRedis, Worker):
             job_status = job.get_status()
         except InvalidJobOperation:
             return  # the RQ job completed and expired
-        if self._stopped_job_id == job.id:
-            self._handle_stopped_job(job, queue, execution)  # killed on request
+        if rq_internals.stopped_on_request(self, job):
+            rq_internals.handle_stopped_job(self, job, queue, execution)
         elif job_status not in (JobStatus.FINISHED, JobStatus.FAILED):
             job.ended_at = rq_now()
             signalled = ret_val is not None and os.WIFSIGNALED(ret_val)

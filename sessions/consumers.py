@@ -16,13 +16,13 @@ from typing import Any, Literal, NamedTuple, TypedDict, cast
 from urllib.parse import parse_qs
 
 from channels.db import database_sync_to_async
-from channels.exceptions import StopConsumer
 from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AbstractBaseUser
 
 from agentsite.auth import api_token_for, token_credential
+from agentsite.compat import channels as compat_channels
 from agentsite.core import fanout
 from agentsite.core.errors import DomainError
 from agentsite.core.queries import get_or_none
@@ -242,15 +242,9 @@ class SessionConsumer(AsyncWebsocketConsumer):
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         """Channels' consumer loop for a consumer without a channel layer: the client's
         messages dispatched in turn, as Channels does, but without the task and the
-        ``asyncio.wait`` per socket that its loop spends to watch a single source."""
-        self.scope = scope
-        self.channel_layer = None
-        self.base_send = send
-        try:
-            while True:
-                await self.dispatch(await receive())
-        except StopConsumer:
-            pass
+        ``asyncio.wait`` per socket that its loop spends to watch a single source
+        (``agentsite.compat.channels``)."""
+        await compat_channels.serve_without_layer(self, scope, receive, send)
 
     async def connect(self) -> None:
         protocols = self.scope.get("subprotocols", [])

@@ -36,6 +36,7 @@ from rq.job import Job as RqJob
 from rq.timeouts import TimerDeathPenalty
 from rq.worker import SimpleWorker
 
+from agentsite.compat import rq as rq_internals
 from jobs.worker import REDIS_DOWN, RidesOutRedis
 from sessions.loop import HANDED_BACK
 from sessions.runs import RUN_TURN, run_enqueue
@@ -77,11 +78,11 @@ class TurnWorker(RidesOutRedis, SimpleWorker):
             self.started = True
         while not self.slots.acquire(timeout=1.0):
             self.heartbeat()
-            if self._stop_requested:
+            if rq_internals.stop_requested(self):
                 raise StopRequested()
         self.dequeuing = True
         try:
-            if self._stop_requested:
+            if rq_internals.stop_requested(self):
                 # The signal came after RQ's last look and before ``dequeuing``: it could
                 # not interrupt, and the wait for a job below may last minutes.
                 raise StopRequested()
@@ -141,11 +142,13 @@ class TurnWorker(RidesOutRedis, SimpleWorker):
             error = done.exception()
             if error is None:
                 outcome = done.result()
-                self._finalize_success(job, queue, execution, outcome)
+                rq_internals.finalize_success(self, job, queue, execution, outcome)
                 if outcome == HANDED_BACK:
                     run_enqueue(str(job.args[0]), at_front=True)
             else:
-                self._finalize_failure(job, queue, execution, (type(error), error, None))
+                rq_internals.finalize_failure(
+                    self, job, queue, execution, (type(error), error, None)
+                )
         except Exception:
             # The run's truth is in the database; a lost RQ record only costs bookkeeping,
             # and the reaper hands a handed-back run to RQ again if this enqueue failed.
@@ -171,7 +174,7 @@ class TurnWorker(RidesOutRedis, SimpleWorker):
 
     def _shutdown(self) -> None:
         """Warm shutdown: stop taking turns; ``teardown`` lets the running ones end."""
-        self._stop_requested = True
+        rq_internals.request_stop(self)
         self.set_shutdown_requested_date()  # type: ignore[no-untyped-call]  # RQ is unannotated
         if self.dequeuing:
             raise StopRequested()
@@ -207,7 +210,9 @@ class TurnWorker(RidesOutRedis, SimpleWorker):
         if self.busy:
             log.info("Worker %s: waiting up to %gs for %d turns", self.name, grace, self.busy)
         # Stopped on request: a grace period. Out of work (--burst, --max-jobs): no limit.
-        self._wait_for_turns(grace if self._stop_requested else None, until_hand_back=True)
+        self._wait_for_turns(
+            grace if rq_internals.stop_requested(self) else None, until_hand_back=True
+        )
         if self.busy:
             log.info("Worker %s: handing back %d turns", self.name, self.busy)
             self.engine.hand_back_all("worker_shutdown")

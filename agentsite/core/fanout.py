@@ -33,6 +33,8 @@ from typing import Any
 
 from channels.layers import get_channel_layer
 
+from agentsite.compat import channels_redis
+
 log = logging.getLogger(__name__)
 
 SYNC_TYPE = "fanout.sync"
@@ -143,7 +145,7 @@ async def _keep_listening(layer: Any) -> None:
     if standing is None:
         standing = _listening[loop] = loop.create_future()
         try:
-            standing.set_result(await layer.new_channel("standing."))
+            standing.set_result(await channels_redis.subscribe_standing_channel(layer))
         except BaseException as exc:
             del _listening[loop]  # the next feed tries again
             if isinstance(exc, asyncio.CancelledError):

@@ -9,24 +9,23 @@ out; a user over it is answered ``429`` with the JSON-RPC error
 
 Admission is decided under the manager's creation lock, without an await
 between the count and the registration, so concurrent ``initialize`` requests of
-one user cannot both take the last place. The SDK offers no hook for this: the
-subclass extends its admission and discard steps (``_admit_session``,
-``_discard_session``, mcp 2.3); ``tests/mcp/test_session_quota.py`` holds it to
-that behaviour across SDK upgrades.
+one user cannot both take the last place. The SDK offers no hook for this:
+``agentsite.compat.mcp`` adds them on its private admission and discard steps;
+``tests/mcp/test_session_quota.py`` holds the quota to its behaviour.
 """
 
 from __future__ import annotations
 
 import json
 from collections import Counter
+from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
 from typing import Any
 
 from mcp.server.auth.middleware.bearer_auth import AuthorizationContext
-from mcp.server.streamable_http import StreamableHTTPServerTransport
-from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from starlette.types import Receive, Scope, Send
 
+from agentsite.compat.mcp import Handle, HookedSessionManager, Transport
 from agentsite.quotas import BUSY_RETRY_AFTER_S, Quota, quota_exceeded
 from jobs.mcp import mapping
 
@@ -41,7 +40,7 @@ class OverSessionQuota(Exception):
         self.limit = limit
 
 
-class PerUserSessionManager(StreamableHTTPSessionManager):
+class PerUserSessionManager(HookedSessionManager):
     """A ``StreamableHTTPSessionManager`` that counts each user's open sessions."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -49,38 +48,44 @@ class PerUserSessionManager(StreamableHTTPSessionManager):
         # Open sessions by the client id of the principal that opened them (one per user).
         self.open_per_user: Counter[str] = Counter()
 
-    async def _handle_stateful_request(self, scope: Scope, receive: Receive, send: Send) -> None:
+    async def handle_session_request(
+        self, scope: Scope, receive: Receive, send: Send, proceed: Handle
+    ) -> None:
         token = _admitting_limit.set(scope.get(SESSION_LIMIT_SCOPE_KEY))
         try:
-            await super()._handle_stateful_request(scope, receive, send)
+            await proceed(scope, receive, send)
         except OverSessionQuota as exc:
             await send_quota_exceeded(send, exc.limit)
         finally:
             _admitting_limit.reset(token)
 
-    def _admit_session(
-        self, requestor: AuthorizationContext | None
-    ) -> StreamableHTTPServerTransport | None:
+    def admit(
+        self,
+        requestor: AuthorizationContext | None,
+        proceed: Callable[[AuthorizationContext | None], Transport | None],
+    ) -> Transport | None:
         limit = _admitting_limit.get()
         holder = requestor["client_id"] if requestor is not None else None
         if holder is not None and limit is not None and self.open_per_user[holder] >= limit:
             raise OverSessionQuota(limit)
-        transport = super()._admit_session(requestor)
+        transport = proceed(requestor)
         if transport is not None and holder is not None:
             self.open_per_user[holder] += 1
         return transport
 
-    async def _discard_session(
-        self, session_id: str, transport: StreamableHTTPServerTransport
+    async def discard(
+        self,
+        session_id: str,
+        owner: AuthorizationContext | None,
+        proceed: Callable[[], Awaitable[None]],
     ) -> None:
         # Called more than once for one session; only the first call finds its owner.
-        owner = self._session_owners.get(session_id)
         if owner is not None:
             holder = owner["client_id"]
             self.open_per_user[holder] -= 1
             if self.open_per_user[holder] <= 0:
                 del self.open_per_user[holder]
-        await super()._discard_session(session_id, transport)
+        await proceed()
 
 
 async def send_quota_exceeded(send: Send, limit: int) -> None:

@@ -17,6 +17,7 @@ from django.core.management.base import BaseCommand
 from django_rq.cron import DjangoCronScheduler
 from rq.exceptions import StopRequested
 
+from agentsite.compat import rq as rq_internals
 from agentsite.core import telemetry
 from jobs.worker import OUTAGE_BACKOFF_MAX_S, REDIS_DOWN
 
@@ -27,7 +28,7 @@ CONFIG = "agentsite.cron"
 
 class Scheduler(DjangoCronScheduler):
     def start(self) -> None:
-        self._install_signal_handlers()  # type: ignore[no-untyped-call]  # RQ is unannotated
+        rq_internals.install_signal_handlers(self)
         registered = False
         wait = 0.5
         try:

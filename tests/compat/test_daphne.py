@@ -1,0 +1,47 @@
+"""agentsite.compat.daphne: what it relies on in daphne is still there."""
+
+from __future__ import annotations
+
+import ast
+
+import daphne.http_protocol
+import daphne.ws_protocol
+from autobahn.twisted.websocket import WebSocketServerProtocol
+from twisted.web import http
+
+from tests.compat.internals import assigned_attributes, method, module_tree, parameters
+
+
+def test_daphne_hands_the_application_a_partial_of_handle_reply_over_the_protocol() -> None:
+    create = method(module_tree("daphne.server"), "Server", "create_application")
+    sends = [
+        keyword.value
+        for node in ast.walk(create)
+        if isinstance(node, ast.Call)
+        for keyword in node.keywords
+        if keyword.arg == "send"
+    ]
+    assert [ast.unparse(value) for value in sends] == ["partial(self.handle_reply, protocol)"]
+    handle_reply = method(module_tree("daphne.server"), "Server", "handle_reply")
+    assert [a.arg for a in handle_reply.args.args][:2] == ["self", "protocol"]
+
+
+def test_daphne_protocols_are_twisteds_request_and_autobahns_protocol() -> None:
+    assert issubclass(daphne.http_protocol.WebRequest, http.Request)
+    assert issubclass(daphne.ws_protocol.WebSocketProtocol, WebSocketServerProtocol)
+
+
+def test_the_request_body_hooks_the_body_limit_wraps_keep_their_signatures() -> None:
+    """Read from the sources: the running process may have patched the class already."""
+    daphne_source = module_tree("daphne.http_protocol")
+    expected = {"gotLength": ["self", "length"], "handleContentChunk": ["self", "data"]}
+    for name, arguments in expected.items():
+        try:
+            own = method(daphne_source, "WebRequest", name)
+        except AssertionError:  # inherited from Twisted's Request
+            assert parameters(getattr(http.Request, name)) == arguments
+        else:
+            assert [a.arg for a in own.args.args] == arguments
+    assert [a.arg for a in method(daphne_source, "WebRequest", "process").args.args] == ["self"]
+    assert {"channel", "content"} <= assigned_attributes(daphne.http_protocol.WebRequest)
+    assert {"_path", "transport"} <= assigned_attributes(http.HTTPChannel)
