@@ -21,8 +21,8 @@ from io import StringIO
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
-import requests
 from django.core.management import call_command
 
 from agentsite import settings as project_settings
@@ -109,22 +109,22 @@ def test_the_browser_quickstart_logs_in_with_the_login_make_run_keeps(
     assert project_settings.LOCAL_DIR == BASE_DIR / ".agentsite"  # where login.txt is kept
     assert "second line of `.agentsite/login.txt`" in text
 
-    browser = requests.Session()
-    page = browser.get(url.group(1).replace(ADDRESS, live_url), timeout=30)
-    assert page.url.startswith(f"{live_url}/login/")
+    browser = httpx.Client(follow_redirects=True, timeout=30)
+    page = browser.get(url.group(1).replace(ADDRESS, live_url))
+    login_url = str(page.url)
+    assert login_url.startswith(f"{live_url}/login/")
     csrf = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', page.text)
     assert csrf is not None
     home = browser.post(
-        page.url,
+        login_url,
         data={
             "csrfmiddlewaretoken": csrf.group(1),
             "username": admin_login[0],
             "password": admin_login[1],
         },
-        headers={"Referer": page.url},
-        timeout=30,
+        headers={"Referer": login_url},
     )
-    assert home.url == f"{live_url}/"
+    assert str(home.url) == f"{live_url}/"
     assert "logout" in home.text.lower()
 
 

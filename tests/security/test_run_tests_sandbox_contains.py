@@ -34,10 +34,21 @@ from tests.conftest import BASE_DIR
 NOBODY = 65534
 
 
+def in_a_private_directory(path: Path) -> bool:
+    """True for a path the sandbox gives a fresh directory in place of (/tmp, ...)."""
+    shared = [Path(d) for d in (*sandbox.PRIVATE_DIRS, *sandbox.SOCKET_DIRS)]
+    return any(sandbox.is_under(path.resolve(), d.resolve()) for d in shared)
+
+
 @pytest.fixture
-def outside(tmp_path: Path) -> Iterator[Path]:
-    """A directory of the server's outside the workspace, /tmp and every hidden path."""
-    folder = BASE_DIR / "test-artifacts" / f"sandbox-outside-{uuid.uuid4().hex[:8]}"
+def outside() -> Iterator[Path]:
+    """A directory of the server's outside the workspace, /tmp and every hidden path:
+    in the checkout, or in /var/lib for a checkout that lies in /tmp itself."""
+    parents = [BASE_DIR / "test-artifacts", Path("/var/lib")]
+    parent = next((p for p in parents if not in_a_private_directory(p)), None)
+    if parent is None or not os.access(parent.parent, os.W_OK):
+        pytest.skip("no writable directory outside the sandbox's private ones")
+    folder = parent / f"agentsite-sandbox-outside-{uuid.uuid4().hex[:8]}"
     folder.mkdir(parents=True)
     folder.chmod(0o755)
     yield folder
