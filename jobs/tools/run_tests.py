@@ -24,7 +24,7 @@ import tempfile
 import time
 from collections import Counter
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO, TextIO
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -223,28 +223,30 @@ def stop_process_group(proc: subprocess.Popen[bytes]) -> None:
 
 
 def follow_report(
-    proc: subprocess.Popen[bytes], report_path: Path, tally: Tally, ctx: ToolContext
+    proc: subprocess.Popen[bytes], report: TextIO, tally: Tally, ctx: ToolContext
 ) -> None:
     """Tail the plugin's file until pytest exits; stop it on cancel or deadline."""
     buffered = ""
-    with open(report_path, encoding="utf-8") as report:
-        while True:
-            exited = proc.poll() is not None
-            buffered += report.read()
-            *lines, buffered = buffered.split("\n")
-            for line in lines:
-                if line.strip():
-                    handle_record(json.loads(line), tally, ctx)
-            if exited:
-                return
-            if stop_requested(ctx):
-                stop_process_group(proc)
-                raise ToolCancelled()
-            time.sleep(POLL_S)
+    while True:
+        exited = proc.poll() is not None
+        buffered += report.read()
+        *lines, buffered = buffered.split("\n")
+        for line in lines:
+            if line.strip():
+                handle_record(json.loads(line), tally, ctx)
+        if exited:
+            return
+        if stop_requested(ctx):
+            stop_process_group(proc)
+            raise ToolCancelled()
+        time.sleep(POLL_S)
 
 
-def output_tail(path: Path, limit: int = 3000) -> str:
-    text = server_paths_hidden(path.read_text(encoding="utf-8", errors="replace"))
+def output_tail(log: BinaryIO, limit: int = 3000) -> str:
+    """The end of pytest's output, read through the file this process opened (the
+    tests own the scratch directory and could put another file at its path)."""
+    log.seek(max(0, log.seek(0, os.SEEK_END) - 4 * limit))
+    text = server_paths_hidden(log.read().decode("utf-8", errors="replace"))
     return text[-limit:].strip()
 
 
@@ -254,6 +256,19 @@ def interpreter_homes() -> list[Path]:
     under /tmp, an installation in root's home); so is ``PLUGIN_DIR``."""
     python = Path(workspace_python())
     return list(dict.fromkeys([python.parent.parent, python.resolve().parent.parent]))
+
+
+def run_ended(returncode: int, tally: Tally, isolation: str, log: BinaryIO) -> None:
+    """Raise when pytest did not finish its run: the sandbox was not built, pytest
+    died midway, or it could not start (exit status 3 or 4)."""
+    if isolation == "namespaces" and returncode == SETUP_FAILED and tally.exitstatus is None:
+        raise SandboxUnavailable(f"the tests did not run: {output_tail(log)}")
+    if tally.exitstatus is None:
+        raise RuntimeError(
+            f"pytest ended before finishing the run (exit code {returncode}): {output_tail(log)}"
+        )
+    if tally.exitstatus in (3, 4):
+        raise RuntimeError(f"pytest could not run (exit code {returncode}): {output_tail(log)}")
 
 
 def run_tests(args: Any, ctx: ToolContext) -> dict[str, Any]:
@@ -276,7 +291,8 @@ def run_tests(args: Any, ctx: ToolContext) -> dict[str, Any]:
         if isolation == "none":
             # In the sandbox, the namespace's end takes the run with it instead.
             env["AGENTSITE_PARENT_PID"] = str(os.getpid())
-        with open(log_path, "wb") as log:
+        # Both files are opened before the tests start and read only through these.
+        with open(log_path, "w+b") as log, open(report_path, encoding="utf-8") as report:
             proc = subprocess.Popen(
                 argv,
                 cwd=root,
@@ -287,21 +303,10 @@ def run_tests(args: Any, ctx: ToolContext) -> dict[str, Any]:
                 start_new_session=True,
             )
             try:
-                follow_report(proc, report_path, tally, ctx)
+                follow_report(proc, report, tally, ctx)
             finally:
                 stop_process_group(proc)
-        returncode = proc.returncode
-        if isolation == "namespaces" and returncode == SETUP_FAILED and tally.exitstatus is None:
-            raise SandboxUnavailable(f"the tests did not run: {output_tail(log_path)}")
-        if tally.exitstatus is None:
-            raise RuntimeError(
-                f"pytest ended before finishing the run (exit code {returncode}): "
-                f"{output_tail(log_path)}"
-            )
-        if tally.exitstatus in (3, 4):
-            raise RuntimeError(
-                f"pytest could not run (exit code {returncode}): {output_tail(log_path)}"
-            )
+            run_ended(proc.returncode, tally, isolation, log)
     summary = summary_line(tally.counts, tally.failing_files)
     if tally.exitstatus == 5:
         summary = f"no tests collected in {params.path}"

@@ -356,3 +356,30 @@ def test_tests_never_run_in_a_half_built_sandbox(tmp_path: Path) -> None:
     assert done.stderr.startswith("agentsite sandbox: could not be set up: ")
     assert "No such file or directory" in done.stderr
     assert not marker.exists()
+
+
+def test_a_test_that_swaps_the_runs_output_for_a_root_only_file_reads_nothing_of_it(
+    tmp_path: Path, outside: Path
+) -> None:
+    """The tests own their scratch directory: one that puts a link to a file only root
+    may read where pytest's output was, then dies, must not have the server read it
+    into the job's error."""
+    secret = outside / "root-only.txt"
+    token = uuid.uuid4().hex
+    secret.write_text(token)
+    secret.chmod(0o600)
+    (tmp_path / "test_swap.py").write_text(
+        "import os\n\n"
+        "def test_swaps_the_output_and_dies():\n"
+        "    scratch = os.path.dirname(os.environ['AGENTSITE_REPORT_PATH'])\n"
+        "    output = os.path.join(scratch, 'output.txt')\n"
+        "    os.rename(output, output + '.old')\n"
+        f"    os.symlink({str(secret)!r}, output)\n"
+        "    os._exit(3)\n"
+    )
+
+    with override_settings(AGENTSITE_WORKSPACE=tmp_path, AGENTSITE_RUN_TESTS_SANDBOX="required"):
+        with pytest.raises(RuntimeError, match="pytest ended before finishing the run") as raised:
+            RUN_TESTS.run({}, LocalToolContext())
+
+    assert token not in str(raised.value)
