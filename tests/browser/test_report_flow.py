@@ -75,6 +75,12 @@ def test_asking_for_a_report_on_the_tests_runs_them_and_leaves_the_report(
     page.close()  # come back later
 
     wait_until(lambda: session_settled(session), timeout=180, interval=0.2)
+    # The report's completion enters the conversation after its job has ended.
+    wait_until(
+        lambda: "The report is ready" in " ".join(assistant_texts(session)),
+        timeout=60,
+        interval=0.2,
+    )
     report.refresh_from_db()
     assert report.dependency_ids == [tests.id]
     assert report.status == Job.Status.DONE, (report.status, report.error_message)
