@@ -14,7 +14,7 @@ from typing import Any, Literal
 from django.http import HttpRequest
 from ninja import Query, Router, Schema
 from ninja.responses import Status
-from pydantic import ConfigDict, Field
+from pydantic import Field
 
 from agentsite.auth import request_user
 from agentsite.core.errors import Invalid
@@ -43,8 +43,6 @@ MODEL_PATTERN = rf"^{SPACE}*({MODEL_NAME_PATTERN})?{SPACE}*$"
 
 
 class SessionIn(Body):
-    model_config = ConfigDict(extra="forbid")
-
     title: str = Field(default="", max_length=200)
     model: str = Field(
         default="",
@@ -56,8 +54,6 @@ class SessionIn(Body):
 
 
 class SessionPatch(Body):
-    model_config = ConfigDict(extra="forbid")
-
     title: str = Field(
         min_length=1,
         max_length=TITLE_MAX_CHARS,
@@ -67,8 +63,6 @@ class SessionPatch(Body):
 
 
 class MessageIn(Body):
-    model_config = ConfigDict(extra="forbid")
-
     text: str = Field(
         min_length=1,
         max_length=100_000,
