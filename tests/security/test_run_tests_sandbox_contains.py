@@ -309,7 +309,15 @@ def test_the_sandbox_of_an_unprivileged_server_holds_too(
             root=False,
         )
     sandbox.give_to((NOBODY, NOBODY), home / "scratch")  # as the server would have made it
-    argv = sandbox.init_argv(prefix, plan, python=python)
+    # The server's own copy of the sandbox's first process, readable by it wherever
+    # this checkout lies (a checkout in a private temporary directory, say).
+    init = home / "sandbox_init.py"
+    shutil.copy(sandbox.INIT, init)
+    os.chown(init, NOBODY, NOBODY)
+    argv = [
+        str(init) if arg == str(sandbox.INIT) else arg
+        for arg in sandbox.init_argv(prefix, plan, python=python)
+    ]
     as_the_server = ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", "--"]
     done = subprocess.run(
         [*as_the_server, *argv],
