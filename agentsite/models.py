@@ -86,6 +86,9 @@ class UserQuota(models.Model):
     mcp_sessions = models.PositiveIntegerField(
         null=True, blank=True, help_text="MCP sessions open at once (per web process)."
     )
+    pending_approvals = models.PositiveIntegerField(
+        null=True, blank=True, help_text="Requests for approval and questions pending at once."
+    )
 
     class Meta:
         verbose_name = "user quota"

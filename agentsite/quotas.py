@@ -42,6 +42,7 @@ class Quota(StrEnum):
     LIVE_TURNS = "live_turns"
     MESSAGES_PER_MINUTE = "messages_per_minute"
     MCP_SESSIONS = "mcp_sessions"
+    PENDING_APPROVALS = "pending_approvals"
 
     @property
     def setting(self) -> str:
@@ -53,6 +54,7 @@ WHAT = {
     Quota.LIVE_TURNS: "model turns queued or running at once",
     Quota.MESSAGES_PER_MINUTE: "messages a minute",
     Quota.MCP_SESSIONS: "open MCP sessions",
+    Quota.PENDING_APPROVALS: "requests waiting for your answer",
 }
 
 

@@ -415,6 +415,29 @@ if AGENTSITE_STREAM_STALL_S <= 0:
 # every process together with the built-in tools.
 AGENTSITE_EXTRA_TOOLS = env_list("AGENTSITE_EXTRA_TOOLS", [])
 
+
+def env_tool_approvals(name: str) -> dict[str, str]:
+    """``tool=mode`` pairs, comma-separated; a mode is ``never`` or ``always``."""
+    modes: dict[str, str] = {}
+    for item in env_list(name, []):
+        tool, _, mode = item.partition("=")
+        tool, mode = tool.strip(), mode.strip().lower()
+        if not tool or mode not in ("never", "always"):
+            CONFIG_ERRORS.append((name, f"{name}: {item!r} is not tool=never or tool=always."))
+            continue
+        modes[tool] = mode
+    return modes
+
+
+# --- approvals ------------------------------------------------------------------------
+# Which tools an agent may call only once its user approved the call, overriding each
+# tool's own default (run_tests, crawl_site, http_get ask); the admin's "Tool approval
+# rules" override this per user. A session's owner may allow a tool for the rest of a
+# session only where no operator said "always".
+AGENTSITE_TOOL_APPROVALS = env_tool_approvals("AGENTSITE_TOOL_APPROVALS")
+# How long a request for approval (or a question) waits before it expires.
+AGENTSITE_APPROVAL_TTL_S = env_int("AGENTSITE_APPROVAL_TTL_S", 24 * 3600, least=1)
+
 # --- quotas ---------------------------------------------------------------------------
 # Each user's limits (0: no limit); the admin's "User quotas" override them per user.
 # Live jobs and live turns are those queued or running; a message that would start a
@@ -422,6 +445,8 @@ AGENTSITE_EXTRA_TOOLS = env_list("AGENTSITE_EXTRA_TOOLS", [])
 AGENTSITE_QUOTA_LIVE_JOBS = env_int("AGENTSITE_QUOTA_LIVE_JOBS", 100)
 AGENTSITE_QUOTA_LIVE_TURNS = env_int("AGENTSITE_QUOTA_LIVE_TURNS", 50)
 AGENTSITE_QUOTA_MESSAGES_PER_MINUTE = env_int("AGENTSITE_QUOTA_MESSAGES_PER_MINUTE", 120)
+# Requests for approval and questions waiting for one user's answer at once.
+AGENTSITE_QUOTA_PENDING_APPROVALS = env_int("AGENTSITE_QUOTA_PENDING_APPROVALS", 100)
 # MCP sessions (2025-11-25 handshakes) one user may hold open in one web process, and
 # how long one may sit idle before it is closed; the process holds at most MAX_SESSIONS.
 AGENTSITE_QUOTA_MCP_SESSIONS = env_int("AGENTSITE_QUOTA_MCP_SESSIONS", 100)

@@ -11,6 +11,7 @@ from agentsite.views import metrics_view
 from jobs.api import router as jobs_router
 from responses.api import urlpatterns as responses_urls
 from sessions.api import router as sessions_router
+from sessions.approvals_api import router as approvals_router
 from sessions.sse import router as streams_router
 
 handler400 = "agentsite.errors.bad_request"
@@ -20,6 +21,7 @@ handler500 = "agentsite.errors.server_error"
 # The REST API: the apps' routers on the one NinjaAPI (auth, errors, OpenAPI document).
 api.add_router("/", jobs_router)
 api.add_router("/", sessions_router)
+api.add_router("/", approvals_router)
 api.add_router("/", streams_router)
 api.add_router("/", tokens_router)
 

@@ -180,7 +180,7 @@ def job_queue(*, depends_on: Sequence[str] = (), **fields: Any) -> Job:
     the transaction commits. With them it waits until they are all done — or
     fails at once if one already ended otherwise.
     """
-    ready = not depends_on
+    ready = not depends_on and not fields.get("gate")
     job = Job.objects.create(
         status=S.QUEUED,
         ready_at=timezone.now() if ready else None,
@@ -191,14 +191,33 @@ def job_queue(*, depends_on: Sequence[str] = (), **fields: Any) -> Job:
     if ready:
         transaction.on_commit(dispatch.jobs_dispatch_after_commit)
         return job
-    link = Job.depends_on.through
-    link.objects.bulk_create([link(from_job_id=job.id, to_job_id=dep) for dep in depends_on])
-    # Before reading their states: on PostgreSQL this waits for a dependency that is
-    # ending right now, whose end then finds this job among its dependents.
-    Job.objects.filter(id__in=depends_on).update(has_dependents=True)
+    if depends_on:
+        link = Job.depends_on.through
+        link.objects.bulk_create([link(from_job_id=job.id, to_job_id=dep) for dep in depends_on])
+        # Before reading their states: on PostgreSQL this waits for a dependency that is
+        # ending right now, whose end then finds this job among its dependents.
+        Job.objects.filter(id__in=depends_on).update(has_dependents=True)
     job_release_if_ready(job_id=job.id)
     job.refresh_from_db()
     return job
+
+
+def job_ungate(*, job_id: str, gate: str, args: dict[str, Any] | None = None) -> Job:
+    """Open the gate ``gate`` of a queued job (its approval was given), with ``args`` if
+    they were edited; it is then ready as soon as its dependencies are done.
+
+    Raises ``JobTransitionError`` when the job is no longer queued behind that gate
+    (cancelled meanwhile, say).
+    """
+    fields: dict[str, Any] = {"gate": ""}
+    if args is not None:
+        fields["args"] = args
+    with transaction.atomic():
+        if Job.objects.filter(id=job_id, status=S.QUEUED, gate=gate).update(**fields) != 1:
+            current = Job.objects.filter(id=job_id).values_list("status", flat=True).first()
+            raise JobTransitionError(job_id, "ungated", current)
+        job_release_if_ready(job_id=job_id)
+        return Job.objects.get(id=job_id)
 
 
 def job_start(*, job_id: str, worker_name: str = "", timeout_s: float | None = None) -> Job:
@@ -288,9 +307,11 @@ def _fail_waiting(*, job_id: str, code: str, message: str) -> Job:
     )
 
 
-def job_cancel(*, job_id: str, message: str = "Cancelled on request.") -> Job:
+def job_cancel(
+    *, job_id: str, message: str = "Cancelled on request.", code: str = "cancelled"
+) -> Job:
     return _finish(
-        job_id, sources=[S.QUEUED, S.RUNNING], target=S.CANCELLED, code="cancelled", message=message
+        job_id, sources=[S.QUEUED, S.RUNNING], target=S.CANCELLED, code=code, message=message
     )
 
 
@@ -368,6 +389,8 @@ def job_release_if_ready(*, job_id: str) -> str:
         job = Job.objects.filter(id=job_id, status=S.QUEUED, ready_at__isnull=True).first()
         if job is None:
             return "ignored"
+        if job.gate:
+            return "waiting"
         deps = list(job.depends_on.values_list("id", "status"))
         broken = [(dep_id, st) for dep_id, st in deps if st in Job.TERMINAL and st != S.DONE]
         if broken:
@@ -383,9 +406,9 @@ def job_release_if_ready(*, job_id: str) -> str:
             return "failed"
         if any(st != S.DONE for _, st in deps):
             return "waiting"
-        released = Job.objects.filter(id=job_id, status=S.QUEUED, ready_at__isnull=True).update(
-            ready_at=timezone.now()
-        )
+        released = Job.objects.filter(
+            id=job_id, status=S.QUEUED, ready_at__isnull=True, gate=""
+        ).update(ready_at=timezone.now())
         if released != 1:
             return "ignored"
         transaction.on_commit(dispatch.jobs_dispatch_after_commit)

@@ -72,6 +72,9 @@ class Job(models.Model):
     # When nothing was left to wait for (at once, or when the last dependency was
     # done): from then on the job is held for a free slot (jobs.dispatch).
     ready_at = models.DateTimeField(null=True, blank=True, editable=False)
+    # What the job waits for besides its dependencies (an approval's id): it is not
+    # ready, whatever its dependencies, until the gate is opened (lifecycle.job_ungate).
+    gate = models.CharField(max_length=40, blank=True, editable=False)
     # When jobs.dispatch handed the job to RQ (it takes a slot until it ends);
     # cleared if RQ lost it before a worker started it, which holds it again.
     enqueued_at = models.DateTimeField(null=True, blank=True, editable=False)

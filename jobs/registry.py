@@ -55,6 +55,9 @@ class ToolContext(Protocol):
 
 
 ToolKind = Literal["blocking", "async"]
+# Whether a call an agent makes in a model turn waits for its user's approval
+# (``sessions.approvals``). Calls a person makes directly are never gated.
+ToolApproval = Literal["never", "always"]
 
 
 @dataclass(frozen=True)
@@ -68,6 +71,7 @@ class Tool:
     max_timeout_s: float = 3600.0
     # One line for completion events: summary(result) -> "412 passed, 3 failed".
     summarize: Callable[[Any], str] | None = None
+    approval: ToolApproval = "never"
 
     def input_schema(self) -> dict[str, Any]:
         # Every model turn offers every tool: the schema is generated once per
@@ -110,6 +114,7 @@ def tool(
     default_timeout_s: float = 300.0,
     max_timeout_s: float = 3600.0,
     summarize: Callable[[Any], str] | None = None,
+    approval: ToolApproval = "never",
 ) -> Callable[[Callable[[Any, ToolContext], Any]], Tool]:
     """Decorator form: ``@tool(name=..., description=..., input_model=...)``."""
 
@@ -124,6 +129,7 @@ def tool(
                 default_timeout_s=default_timeout_s,
                 max_timeout_s=max_timeout_s,
                 summarize=summarize,
+                approval=approval,
             )
         )
 

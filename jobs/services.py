@@ -83,11 +83,16 @@ def job_create(
     depends_on: Sequence[str] = (),
     timeout_s: float | None = None,
     callback_url: str = "",
+    gate: str = "",
 ) -> tuple[Job, bool]:
     """Start an async tool as a job, or return the job this key already started.
 
     Returns ``(job, created)``. Raises a ``DomainError`` for anything invalid,
     including ``idempotency_key_reused`` (``Invalid``) for the key with another request.
+
+    ``gate``: the job waits behind it (an approval's id) until ``lifecycle.job_ungate``
+    opens it. A gated job may also be a blocking tool's call: once approved it runs
+    in a tool worker like any job, since nobody is waiting inline for it.
     """
     key = (idempotency_key or "").strip()
     if not key:
@@ -96,7 +101,9 @@ def job_create(
         )
     if len(idempotency_key) > IDEMPOTENCY_KEY_MAX_LENGTH:
         raise BadRequest("idempotency_key_invalid", "The Idempotency-Key is too long.")
-    spec = tool_for_request(tool, kind="async")
+    spec = get_tool(tool) if gate else None
+    if spec is None:
+        spec = tool_for_request(tool, kind="async")
     clean_args = tool_args_validate(spec, args)
     timeout = timeout_validate(spec, timeout_s)
     deps = dependencies_validate(owner, depends_on)
@@ -115,6 +122,7 @@ def job_create(
             "depends_on": sorted(deps),
             "timeout_s": timeout,
             "callback_url": callback_url,
+            "gate": gate,
         }
     )
     fields = {
@@ -127,6 +135,7 @@ def job_create(
         "callback_url": callback_url,
         "idempotency_key": key,
         "request_hash": fingerprint,
+        "gate": gate,
     }
     limit = quota_limit(user_id=owner.pk, quota=Quota.LIVE_JOBS)
     # Insert first: a new key (the usual case) costs no lookup, and the unique
@@ -159,11 +168,17 @@ def job_create(
 
 
 def live_jobs_check(owner: Any, limit: int | None) -> None:
-    """Refuse a new job while the owner has ``limit`` jobs queued or running."""
+    """Refuse a new job while the owner has ``limit`` jobs queued or running.
+
+    A job behind a gate (waiting for its approval) is not counted: the pending
+    approvals have a limit of their own.
+    """
     if limit is None:
         return
     quota_lock(user_id=owner.pk, quota=Quota.LIVE_JOBS)
-    live = Job.objects.filter(owner=owner, status__in=[Job.Status.QUEUED, Job.Status.RUNNING])
+    live = Job.objects.filter(
+        owner=owner, status__in=[Job.Status.QUEUED, Job.Status.RUNNING], gate=""
+    )
     if live.count() >= limit:
         raise quota_exceeded(Quota.LIVE_JOBS, limit, retry_after_s=BUSY_RETRY_AFTER_S)
 

@@ -92,9 +92,9 @@ def overdue_jobs_stop() -> int:
 
 def waiting_jobs_release() -> int:
     """Queued jobs whose dependencies ended while nobody released them (a crash in between)."""
-    waiting = Job.objects.filter(status=Job.Status.QUEUED, ready_at__isnull=True).values_list(
-        "id", flat=True
-    )[:200]
+    waiting = Job.objects.filter(
+        status=Job.Status.QUEUED, ready_at__isnull=True, gate=""
+    ).values_list("id", flat=True)[:200]
     return sum(lifecycle.job_release_if_ready(job_id=j) in {"released", "failed"} for j in waiting)
 
 

@@ -27,7 +27,7 @@ from jsonschema.validators import validator_for
 from agentsite.core.errors import Invalid
 from sessions.models import Event, Run
 from sessions.payloads import ClientTool, ClientToolResult, JobEventPayload, UserMessagePayload
-from sessions.toolbox import tool_definitions
+from sessions.tool_catalog import tool_definitions
 
 # What the model APIs accept as a tool name.
 NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")

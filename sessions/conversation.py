@@ -27,6 +27,7 @@ from sessions.llm.base import approx_tokens
 from sessions.llm.blocks import job_event_block, wire_messages
 from sessions.models import AgentSession, Event, Run
 from sessions.payloads import (
+    ApprovalPayload,
     AssistantMessagePayload,
     JobEventPayload,
     ToolCallPayload,
@@ -43,10 +44,13 @@ DEFAULT_SYSTEM = (
 HISTORY_KINDS = (
     Event.Kind.USER_MESSAGE,
     Event.Kind.JOB_EVENT,
+    Event.Kind.APPROVAL_DECIDED,
     Event.Kind.ASSISTANT_MESSAGE,
     Event.Kind.TOOL_CALL,
     Event.Kind.TOOL_RESULT,
 )
+# How a question's outcome starts in the conversation (the offline model looks for it).
+ANSWER_EVENT = "answer to question"
 RESULT_CHARS_NOW = 8000
 RESULT_CHARS_PAST = 800
 
@@ -97,7 +101,22 @@ def batch_blocks(
         elif event.kind == Event.Kind.JOB_EVENT:
             job_event = cast(JobEventPayload, event.payload)
             blocks.append(job_event_block(job_event, compact=compact_jobs))
+        elif event.kind == Event.Kind.APPROVAL_DECIDED:  # only a question's enters the inbox
+            blocks.append(answer_block(cast(ApprovalPayload, event.payload), result_chars))
     return blocks
+
+
+def answer_block(request: ApprovalPayload, limit: int) -> dict[str, Any]:
+    """A question's outcome as the model reads it: the answer, the refusal or the expiry."""
+    head = f"[event] {ANSWER_EVENT} {request['id']} ({request['question'][:200]!r}):"
+    if request["status"] == "answered":
+        line = f"{head} the user answered {clip(json.dumps(request['answer']), limit)}"
+    elif request["status"] == "rejected":
+        reason = f": {request['reason']}" if request["reason"] else "."
+        line = f"{head} the user declined to answer{reason}"
+    else:
+        line = f"{head} no answer ({request['status']})."
+    return {"type": "text", "text": line}
 
 
 def output_messages(events: list[Event], *, result_chars: int) -> list[dict[str, Any]]:

@@ -15,6 +15,7 @@ from django.conf import settings
 
 from jobs.documents import JobEventName, JobEventPayload
 from jobs.hooks import TextModel
+from sessions.approvals import approval_job_ended
 from sessions.events import event_append
 from sessions.inbox import inbox_append
 from sessions.llm import TextDelta, get_model_client
@@ -34,8 +35,12 @@ def job_event_record(*, session_id: str, payload: JobEventPayload) -> None:
     and the inbox's run commit with the job's state and are published after.
     """
     body = dict(payload)
-    if JobEventName(payload["event"]).is_final:
+    event = JobEventName(payload["event"])
+    if event.is_final:
         inbox_append(session_id=session_id, kind=Event.Kind.JOB_EVENT, payload=body)
+        if event != JobEventName.COMPLETED:
+            # A job that waited for approval and ended first: its request goes with it.
+            approval_job_ended(job_id=payload["job_id"])
     else:
         event_append(session_id=session_id, kind=Event.Kind.JOB_EVENT, payload=body, pending=False)
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 from django.conf import settings
 from django.db import models
 
-from agentsite.core.ids import new_run_id, new_session_id
+from agentsite.core.ids import new_id, new_run_id, new_session_id
 
 
 class AgentSession(models.Model):
@@ -26,6 +26,11 @@ class AgentSession(models.Model):
     state = models.CharField(
         max_length=10, choices=State.choices, default=State.IDLE, editable=False
     )
+    # Tools its owner allowed for the rest of the session when approving a call
+    # (sessions.approvals); never where an operator said "always".
+    allowed_tools = models.JSONField(default=list, blank=True, editable=False)
+    # How many of its requests for approval and questions wait for the owner.
+    pending_approvals = models.PositiveIntegerField(default=0, editable=False)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
     deleted_at = models.DateTimeField(null=True, blank=True, editable=False)
@@ -75,6 +80,8 @@ class Event(models.Model):
         RUN_STARTED = "run_started"
         RUN_FINISHED = "run_finished"
         RUN_REQUEUED = "run_requeued"
+        APPROVAL_REQUESTED = "approval_requested"
+        APPROVAL_DECIDED = "approval_decided"
         ERROR = "error"
 
     session = models.ForeignKey(AgentSession, on_delete=models.CASCADE, related_name="events")
@@ -182,3 +189,130 @@ class Run(models.Model):
         if self.started_at and self.finished_at:
             return (self.finished_at - self.started_at).total_seconds() * 1000
         return None
+
+
+def new_approval_id() -> str:
+    return new_id("apr")
+
+
+class Approval(models.Model):
+    """A request for its user's answer, made by an agent in a model turn.
+
+    ``approval``: a tool call that waits behind its job's gate for approve, edit
+    or reject. ``question``: an ``ask_user`` call, answered with JSON that meets
+    its schema. It waits holding nothing but this row; every change of its status
+    goes through ``sessions.approvals``.
+    """
+
+    class Kind(models.TextChoices):
+        APPROVAL = "approval"
+        QUESTION = "question"
+
+    class Status(models.TextChoices):
+        PENDING = "pending"
+        APPROVED = "approved"
+        EDITED = "edited"
+        REJECTED = "rejected"
+        ANSWERED = "answered"
+        EXPIRED = "expired"
+        CANCELLED = "cancelled"
+
+    TERMINAL = frozenset(set(Status) - {Status.PENDING})
+
+    id = models.CharField(primary_key=True, max_length=40, default=new_approval_id, editable=False)
+    kind = models.CharField(max_length=10, choices=Kind.choices, editable=False)
+    status = models.CharField(
+        max_length=10, choices=Status.choices, default=Status.PENDING, editable=False
+    )
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="approvals"
+    )
+    session = models.ForeignKey(AgentSession, on_delete=models.CASCADE, related_name="approvals")
+    run = models.ForeignKey(
+        Run, null=True, blank=True, on_delete=models.SET_NULL, related_name="approvals"
+    )
+    tool_call_id = models.CharField(max_length=100, editable=False)
+    # The tool and the arguments the agent asked for (approval); the question and
+    # the JSON schema of its answer (question).
+    tool = models.CharField(max_length=100, blank=True, editable=False)
+    arguments = models.JSONField(default=dict, blank=True, editable=False)
+    question = models.TextField(blank=True, editable=False)
+    answer_schema = models.JSONField(default=dict, blank=True, editable=False)
+    # The job that runs the call once approved, created behind this request's gate.
+    job_id = models.CharField(max_length=40, blank=True, editable=False)
+    decided_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="approvals_decided",
+        editable=False,
+    )
+    decided_at = models.DateTimeField(null=True, blank=True, editable=False)
+    reason = models.TextField(blank=True, editable=False)
+    edited_arguments = models.JSONField(null=True, blank=True, editable=False)
+    answer = models.JSONField(null=True, blank=True, editable=False)
+    # The decision's Idempotency-Key: the same decision sent again is answered, not refused.
+    decision_key = models.CharField(max_length=200, blank=True, editable=False)
+    expires_at = models.DateTimeField(editable=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        verbose_name = "approval request"
+        verbose_name_plural = "approval requests"
+        ordering = ["-created_at", "-id"]
+        constraints = [
+            # A turn handed back and run again asks once per tool call.
+            models.UniqueConstraint(
+                fields=["session", "run", "tool_call_id"], name="approval_call_unique"
+            )
+        ]
+        indexes = [
+            # An owner's list, newest first, and the same filtered by status.
+            models.Index(fields=["owner", "-created_at", "-id"], name="approval_owner_idx"),
+            models.Index(
+                fields=["owner", "status", "-created_at", "-id"], name="approval_owner_status_idx"
+            ),
+            # The expiry pass reads the pending requests past their time.
+            models.Index(
+                fields=["expires_at"],
+                condition=models.Q(status="pending"),
+                name="approval_pending_expiry_idx",
+            ),
+            models.Index(fields=["status", "-created_at"], name="approval_status_created_idx"),
+            # A job that ends while its request is pending (sessions.approvals).
+            models.Index(
+                fields=["job_id"], condition=models.Q(status="pending"), name="approval_job_idx"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return self.id
+
+    @property
+    def is_pending(self) -> bool:
+        return self.status == self.Status.PENDING
+
+
+class ToolApprovalRule(models.Model):
+    """An operator's rule for one user and one tool: its agents' calls need approval, or not."""
+
+    class Mode(models.TextChoices):
+        NEVER = "never", "never ask"
+        ALWAYS = "always", "always ask"
+
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="tool_approval_rules"
+    )
+    tool = models.CharField(max_length=100)
+    mode = models.CharField(max_length=10, choices=Mode.choices)
+
+    class Meta:
+        verbose_name = "tool approval rule"
+        verbose_name_plural = "tool approval rules"
+        constraints = [
+            models.UniqueConstraint(fields=["user", "tool"], name="tool_approval_rule_unique")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.tool}: {self.mode} for {self.user}"

@@ -128,6 +128,30 @@ class RunRequeuedPayload(TypedDict):
     superseded_after_seq: int
 
 
+class ApprovalPayload(TypedDict):
+    """``approval_requested`` / ``approval_decided``: a request for the user's answer as it
+    stands (``sessions.approvals.approval_doc``); the REST API and webhooks send the same."""
+
+    id: str
+    kind: str
+    status: str
+    session_id: str
+    run_id: str | None
+    tool_call_id: str
+    tool: str
+    arguments: dict[str, Any]
+    question: str
+    answer_schema: dict[str, Any]
+    job_id: str | None
+    reason: str
+    edited_arguments: dict[str, Any] | None
+    answer: Any
+    decided_by: str | None
+    decided_at: str | None
+    expires_at: str
+    created_at: str
+
+
 EventPayload = (
     TextPayload
     | UserMessagePayload
@@ -138,10 +162,11 @@ EventPayload = (
     | RunStartedPayload
     | RunFinishedPayload
     | RunRequeuedPayload
+    | ApprovalPayload
     | ErrorPayload
 )
 # What lands in the inbox (pending): the user's messages and the jobs' events.
-InboxPayload = UserMessagePayload | JobEventPayload
+InboxPayload = UserMessagePayload | JobEventPayload | ApprovalPayload
 
 
 # --- the live channel -----------------------------------------------------------------------

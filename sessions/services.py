@@ -30,6 +30,7 @@ from agentsite.quotas import (
 from jobs.lifecycle import job_request_cancel
 from jobs.models import Job
 from jobs.services import job_get
+from sessions.approvals import approvals_cancel_for_session
 from sessions.client_tools import client_tools_check, tool_results_check
 from sessions.inbox import inbox_append_locked
 from sessions.llm.names import model_is_allowed, models_allowed
@@ -137,7 +138,8 @@ def session_mark_seen(*, session_id: str, seq: int) -> None:
 
 
 def session_delete(*, session: AgentSession) -> Cancelled:
-    """Soft-delete a session, cancel its live runs and its unfinished jobs."""
+    """Soft-delete a session, cancel its live runs, its pending requests and its unfinished
+    jobs."""
     with transaction.atomic():
         AgentSession.objects.filter(pk=session.pk).update(deleted_at=timezone.now())
     runs = 0
@@ -146,6 +148,7 @@ def session_delete(*, session: AgentSession) -> Cancelled:
     ).values_list("id", flat=True):
         run_request_cancel(run_id=run_id)
         runs += 1
+    approvals_cancel_for_session(session_id=session.id)
     return {"runs": runs, "jobs": _session_jobs_cancel(session_id=session.id)}
 
 

@@ -1,8 +1,9 @@
-"""The tools a model sees, and how one tool call is carried out.
+"""How one tool call of a model is carried out (what it is offered: ``sessions.tool_catalog``).
 
-Blocking tools are offered under their own names and run inline. Each async
-tool is offered as ``start_<tool>``, which starts a job and returns at once;
-``get_job_status``, ``stop_job`` and ``get_job_result`` work on those jobs.
+Blocking tools run inline; ``start_<tool>`` starts a job and returns at once;
+``get_job_status``, ``stop_job`` and ``get_job_result`` work on those jobs. A call
+its user must approve first (``sessions.approvals``) returns at once too, with
+its job waiting behind the approval; ``ask_user`` asks a question the same way.
 """
 
 from __future__ import annotations
@@ -13,107 +14,26 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from agentsite.core.errors import DomainError
+from agentsite.core.errors import DomainError, Invalid
 from jobs import documents, inline, services
 from jobs.lifecycle import job_request_cancel
 from jobs.models import Job
-from jobs.registry import Tool, all_tools, get_tool
+from jobs.registry import Tool, get_tool
 from jobs.tools.workspace_paths import tool_error_message
-
-log = logging.getLogger(__name__)
-
-START_PREFIX = "start_"
-RESULT_PAGE_SIZE = 20
-
-START_NOTE = (
-    "Starts `{name}` as a background job and returns immediately with "
-    '{{"job_id", "status": "queued"}}. The result arrives later as a job_completed event '
-    "in the conversation. Do not wait for it and do not poll in a loop: carry on with the "
-    "conversation; use get_job_status, stop_job or get_job_result when asked."
+from sessions import approvals
+from sessions.models import AgentSession
+from sessions.services import session_for
+from sessions.tool_catalog import (  # tool_definitions: re-exported for the loop's callers
+    ASK_USER,
+    DEPENDS_ON,
+    RESULT_PAGE_SIZE,
+    START_PREFIX,
+    tool_definitions,
 )
 
-JOB_ID_SCHEMA = {"type": "string", "description": "The job id, e.g. job_8f2c…"}
+__all__ = ["job_idempotency_key", "tool_definitions", "tool_execute"]
 
-# Every ``start_<tool>`` takes this beside the tool's own arguments: the job
-# waits until these jobs are done (and fails if one of them does not succeed).
-DEPENDS_ON = "depends_on"
-DEPENDS_ON_SCHEMA = {
-    "type": "array",
-    "items": JOB_ID_SCHEMA,
-    "description": (
-        "Jobs started earlier in this session that this job waits for: it starts once they "
-        "are all done, and fails if one of them fails."
-    ),
-}
-
-SHARED_TOOLS: list[dict[str, Any]] = [
-    {
-        "name": "get_job_status",
-        "description": "The current status and progress of a job started in this session.",
-        "input_schema": {
-            "type": "object",
-            "properties": {"job_id": JOB_ID_SCHEMA},
-            "required": ["job_id"],
-        },
-    },
-    {
-        "name": "stop_job",
-        "description": (
-            "Ask a job to stop. Returns the state actually reached: 'cancelling' while it "
-            "winds down, or its final status if it had already finished."
-        ),
-        "input_schema": {
-            "type": "object",
-            "properties": {"job_id": JOB_ID_SCHEMA},
-            "required": ["job_id"],
-        },
-    },
-    {
-        "name": "get_job_result",
-        "description": (
-            "The result of a finished job; with a cursor (or while the job still runs), "
-            "a page of its partial results from that cursor on."
-        ),
-        "input_schema": {
-            "type": "object",
-            "properties": {
-                "job_id": JOB_ID_SCHEMA,
-                "cursor": {"type": "integer", "minimum": 0},
-            },
-            "required": ["job_id"],
-        },
-    },
-]
-
-
-def tool_definitions() -> list[dict[str, Any]]:
-    """Every tool the model is offered, in the Messages API shape."""
-    defs: list[dict[str, Any]] = []
-    for spec in all_tools():
-        if spec.kind == "async":
-            defs.append(
-                {
-                    "name": f"{START_PREFIX}{spec.name}",
-                    "description": f"{spec.description}\n\n{START_NOTE.format(name=spec.name)}",
-                    "input_schema": start_schema(spec),
-                }
-            )
-        else:
-            defs.append(
-                {
-                    "name": spec.name,
-                    "description": spec.description,
-                    "input_schema": spec.input_schema(),
-                }
-            )
-    return [*defs, *SHARED_TOOLS]
-
-
-def start_schema(spec: Tool) -> dict[str, Any]:
-    """The tool's input schema with ``depends_on`` beside its own arguments."""
-    schema = spec.input_schema()
-    schema.setdefault("properties", {})[DEPENDS_ON] = DEPENDS_ON_SCHEMA
-    return schema
+log = logging.getLogger(__name__)
 
 
 def job_idempotency_key(*, run_id: str, call_id: str) -> str:
@@ -152,7 +72,27 @@ def _dispatch(
         return {"job_id": job.id, "state": job_request_cancel(job_id=job.id)}
     if name == "get_job_result":
         return _job_result(owner=owner, args=args)
+    if name == ASK_USER:
+        return approvals.question_ask(
+            session=_session(owner, session_id),
+            run_id=run_id,
+            call_id=call_id,
+            question=str(args.get("question", "")),
+            answer_schema=_schema_arg(args.get("answer_schema")),
+        )
     spec = _async_tool(name)
+    called = spec or _blocking_tool(name)
+    if called is not None:
+        session = _session(owner, session_id)
+        if approvals.approval_needed(session=session, tool=called):
+            return approvals.approval_request_call(
+                session=session,
+                run_id=run_id,
+                call_id=call_id,
+                tool=called,
+                args={k: v for k, v in args.items() if k != DEPENDS_ON},
+                depends_on=args.get(DEPENDS_ON) or () if spec is not None else (),
+            )
     if spec is not None:
         tool_args = {k: v for k, v in args.items() if k != DEPENDS_ON}
         job, _ = services.job_create(
@@ -173,6 +113,23 @@ def _async_tool(name: str) -> Tool | None:
         return None
     spec = get_tool(name.removeprefix(START_PREFIX))
     return spec if spec is not None and spec.kind == "async" else None
+
+
+def _blocking_tool(name: str) -> Tool | None:
+    spec = get_tool(name)
+    return spec if spec is not None and spec.kind == "blocking" else None
+
+
+def _session(owner: Any, session_id: str) -> AgentSession:
+    return session_for(owner=owner, session_id=session_id)
+
+
+def _schema_arg(value: Any) -> dict[str, Any] | None:
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        raise Invalid("invalid_arguments", "answer_schema must be a JSON object.")
+    return value
 
 
 def _job_id(args: dict[str, Any]) -> str:

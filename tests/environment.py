@@ -130,6 +130,10 @@ os.environ.setdefault("AGENTSITE_ALLOWED_PRIVATE_HOSTS", "127.0.0.1,localhost")
 os.environ.setdefault("AGENTSITE_MODEL", "offline")
 # The scripted model stands in for a real one in the tests of the agent loop.
 os.environ.setdefault("AGENTSITE_SCRIPTED_MODEL", "true")
+# The tests of what the agent's tools do let the agent call them at once; the tests of
+# approvals (tests/sessions/test_approvals*.py, tests/browser/test_approvals.py, …)
+# require them per user (the admin's rules, which win over this setting) or set it.
+os.environ["AGENTSITE_TOOL_APPROVALS"] = "run_tests=never,crawl_site=never,http_get=never"
 # The test tools exist in this process and in every worker and server the suite
 # starts, whichever tests happen to start those first.
 os.environ["AGENTSITE_EXTRA_TOOLS"] = ",".join(

@@ -226,6 +226,7 @@ crawl_site_tool = tool(
     ),
     input_model=CrawlSiteInput,
     kind="async",
+    approval="always",
     default_timeout_s=300.0,
     max_timeout_s=1800.0,
 )(crawl_site)

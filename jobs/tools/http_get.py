@@ -88,6 +88,7 @@ http_get_tool = tool(
     ),
     input_model=HttpGetInput,
     kind="blocking",
+    approval="always",
     default_timeout_s=15.0,
     max_timeout_s=30.0,
 )(http_get)

@@ -343,6 +343,7 @@ run_tests_tool = tool(
     ),
     input_model=RunTestsInput,
     kind="async",
+    approval="always",
     default_timeout_s=600.0,
     max_timeout_s=3600.0,
     summarize=summarize,

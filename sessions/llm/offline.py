@@ -46,6 +46,9 @@ REPORT = re.compile(
 TESTS_TOPIC = re.compile(r"\btests?\b|\btest (?:suite|run|results?)\b")
 PRONOUN_TOPIC = re.compile(r"(?:them|it|those|these|that|this|the results?)")
 TESTS_REPORT_TOPIC = "the test run"
+ASK = re.compile(r"\bask me\b\s*(.*)", re.IGNORECASE)
+# How a question's outcome starts in the conversation (sessions.conversation.answer_block).
+ANSWER = re.compile(r"^\[event\] answer to question (apr_[a-z0-9]+) \((.*?)\): (.*)$", re.DOTALL)
 RESULT = re.compile(
     r"\b(results?|failed|failures?|failing|details|what did|which|found|find|output|passed)\b"
 )
@@ -55,8 +58,12 @@ HELP = (
     "https://example.com\u201d), write a report (\u201cwrite a report on <topic>\u201d), "
     "tell you how jobs are going (\u201cstatus\u201d), stop them (\u201cstop\u201d) and "
     "answer questions about their results. Long jobs run in the background, so you can "
-    "keep talking to me meanwhile."
+    "keep talking to me meanwhile. Running tests, crawling and fetching pages wait for "
+    "your approval first."
 )
+
+# The codes of a job cancelled because its approval was refused, or never came.
+REFUSED = {"approval_rejected", "approval_expired", "approval_cancelled"}
 
 REPORT_PHRASES = {
     "run_tests": "The tests finished: {summary}.",
@@ -135,8 +142,11 @@ def plan_reply(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> P
     tool_names = {t["name"] for t in tools}
     for block in blocks:
         event = job_event_of(block)
+        answered = ANSWER.match(str(block.get("text", ""))) if block.get("type") == "text" else None
         if event is not None:
             plan.text.append(report_event(event))
+        elif answered is not None:
+            plan.text.append(f"Thank you: {answered.group(3).removeprefix('the user ')}")
         elif block.get("type") == "text":
             respond_to_user(str(block.get("text", "")), plan, jobs, tools, tool_names)
     if not plan.text and not plan.calls:
@@ -211,6 +221,8 @@ def report_event(payload: JobEventPayload) -> str:
         return phrase.format(summary=summary.rstrip(".") or "done")
     if event == "job_failed":
         return f"The {tool} job {job_id} failed: {(reason or summary or 'no reason given')}."
+    if event == "job_cancelled" and isinstance(error, dict) and error.get("code") in REFUSED:
+        return f"The {tool} job {job_id} did not run. {first_line(str(error.get('message')))}"
     if event == "job_cancelled":
         return f"The {tool} job {job_id} was cancelled."
     if event == "job_timed_out":
@@ -233,6 +245,12 @@ def respond_to_user(
     named = [j for j in JOB_ID.findall(lowered)]
     active = [j.job_id for j in jobs.values() if j.status in ("queued", "running")]
     finished = [j.job_id for j in jobs.values() if j.status not in ("queued", "running")]
+    asked = ASK.search(text.strip())
+    if asked and "ask_user" in tool_names:
+        question = asked.group(1).strip().rstrip("?.!") or "What should I do next"
+        plan.text.append("I have asked you; answer whenever you like.")
+        plan.calls.append(("ask_user", {"question": f"{question[0].upper()}{question[1:]}?"}))
+        return
     if STOP.search(lowered) and "stop_job" in tool_names:
         targets = named or active[-1:]
         if not targets:
@@ -379,6 +397,12 @@ def explain_results(
             message = data.get("error", {}).get("message") if isinstance(data, dict) else None
             plan.text.append(f"{name} did not work: {message or result_text(block)[:200]}")
         elif name.startswith("start_") and isinstance(data, dict):
+            if data.get("status") == "awaiting_approval":
+                plan.text.append(
+                    f"{name.removeprefix('start_')} ({data.get('job_id')}) waits for your "
+                    "approval: approve, edit or reject it here. I will tell you how it went."
+                )
+                continue
             waits_for = use.get("input", {}).get("depends_on") or []
             if name == "start_write_report" and waits_for:
                 plan.text.append(
@@ -391,6 +415,13 @@ def explain_results(
                 f"Started {name.removeprefix('start_')} as {data.get('job_id')}. I will tell you "
                 "when it finishes; meanwhile you can ask me anything."
             )
+        elif data and isinstance(data, dict) and data.get("status") == "awaiting_approval":
+            plan.text.append(
+                f"{name} ({data.get('job_id')}) waits for your approval: approve, edit or "
+                "reject it here."
+            )
+        elif name == "ask_user" and isinstance(data, dict):
+            continue
         elif name == "get_job_status" and isinstance(data, dict):
             plan.text.append(describe_status(data))
         elif name == "stop_job" and isinstance(data, dict):

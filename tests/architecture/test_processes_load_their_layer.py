@@ -21,7 +21,8 @@ http = sorted(
     name for name in sys.modules
     if name.split(".")[0] in ("ninja", "daphne")
     or name in ("agentsite.api", "agentsite.auth", "agentsite.http", "agentsite.urls")
-    or name.startswith(("jobs.api", "sessions.api", "jobs.mcp", "sessions.sse"))
+    or name.startswith(("jobs.api", "sessions.api", "sessions.approvals_api", "jobs.mcp"))
+    or name.startswith("sessions.sse")
     or name in ("sessions.consumers", "sessions.views", "jobs.views", "responses.api")
 )
 print(json.dumps(http))
