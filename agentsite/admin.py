@@ -24,6 +24,13 @@ class ApiTokenAdmin(admin.ModelAdmin):
 
 @admin.register(UserQuota)
 class UserQuotaAdmin(admin.ModelAdmin):
-    list_display = ["user", "live_jobs", "live_turns", "messages_per_minute", "mcp_sessions"]
+    list_display = [
+        "user",
+        "live_jobs",
+        "live_turns",
+        "messages_per_minute",
+        "mcp_sessions",
+        "pending_approvals",
+    ]
     search_fields = ["user__username"]
     raw_id_fields = ["user"]

@@ -89,6 +89,8 @@ EventKind = Literal[
     "run_started",
     "run_finished",
     "run_requeued",
+    "approval_requested",
+    "approval_decided",
     "error",
 ]
 
@@ -99,6 +101,9 @@ class SessionDoc(Schema):
     model: str
     system_prompt: str
     state: SessionState
+    pending_approvals: int = Field(
+        description="Requests for approval and questions waiting for you (/api/approvals)."
+    )
     last_seq: int
     created_at: str
     updated_at: str
@@ -197,6 +202,7 @@ def session_doc(session: AgentSession) -> dict[str, Any]:
         "model": session.model,
         "system_prompt": session.system_prompt,
         "state": session.state,
+        "pending_approvals": session.pending_approvals,
         "last_seq": session.last_seq,
         "created_at": session.created_at.isoformat(),
         "updated_at": session.updated_at.isoformat(),

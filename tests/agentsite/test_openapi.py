@@ -84,6 +84,9 @@ ANSWERS = {
     ("GET", "/api/tokens"): {200},
     ("POST", "/api/tokens"): {201, 400, 403, 413, 422},
     ("DELETE", "/api/tokens/{token_id}"): {204, 403, 404, 422},
+    ("GET", "/api/approvals"): {200, 400, 422},
+    ("GET", "/api/approvals/{approval_id}"): {200, 404},
+    ("POST", "/api/approvals/{approval_id}/decision"): {200, 400, 403, 404, 409, 413, 422},
 }
 
 

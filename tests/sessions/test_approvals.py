@@ -47,12 +47,11 @@ def ask_for_tests(user: Any) -> tuple[AgentSession, Approval, Job]:
 
 
 def decide(client: Client, approval_id: str, key: str = "", **body: Any) -> Any:
-    headers = {"HTTP_IDEMPOTENCY_KEY": key} if key else {}
     return client.post(
         f"/api/approvals/{approval_id}/decision",
         body,
         content_type="application/json",
-        **headers,
+        headers={"Idempotency-Key": key} if key else None,
     )
 
 
@@ -110,15 +109,14 @@ def test_rejecting_cancels_the_job_and_the_agent_is_told_why(
     wait_for_idle(session)
     cancelled = Event.objects.get(session=session, payload__event="job_cancelled")
     assert messages(session, cancelled.consumed_by) == [
-        f"The run_tests job {job.id} did not run. Not approved by {user.username}: "
-        "not on Fridays"
+        f"The run_tests job {job.id} did not run. Not approved by {user.username}: not on Fridays"
     ]
 
 
 def test_an_edit_runs_the_call_with_the_new_arguments_checked_like_the_models(
     user: Any, api_client: Client, rq_workers: Any
 ) -> None:
-    session, approval, job = ask_for_tests(user)
+    _session, approval, job = ask_for_tests(user)
 
     bad = decide(api_client, approval.id, decision="edit", arguments={"nope": 1})
     assert bad.status_code == 422 and bad.json()["error"]["code"] == "invalid_arguments"
@@ -137,7 +135,7 @@ def test_an_edit_runs_the_call_with_the_new_arguments_checked_like_the_models(
 def test_two_decisions_at_once_one_wins_and_the_other_is_told_the_winner(
     user: Any, rq_workers: Any
 ) -> None:
-    session, approval, job = ask_for_tests(user)
+    _session, approval, job = ask_for_tests(user)
     replies: list[Any] = []
     start = threading.Barrier(2)
 
@@ -196,7 +194,7 @@ def test_a_decision_after_expiry_is_refused_and_the_call_never_runs(
 
 
 def test_the_expiry_pass_ends_requests_past_their_time(user: Any, rq_workers: Any) -> None:
-    session, approval, job = ask_for_tests(user)
+    _session, approval, job = ask_for_tests(user)
     Approval.objects.filter(pk=approval.id).update(expires_at=timezone.now() - timedelta(1))
     assert approvals_expire() == 1
     assert approvals_expire() == 0
@@ -292,3 +290,28 @@ def test_pending_requests_per_user_are_bounded(user: Any, rq_workers: Any, setti
     said = say(session, "run the tests")
     assert "did not work" in said[-1] and "limit of 1 requests" in said[-1]
     assert Approval.objects.filter(session=session).count() == 1
+
+
+def test_staff_decide_in_the_admin_and_the_decision_records_who(
+    user: Any, make_user: Any, rq_workers: Any
+) -> None:
+    _, approval, job = ask_for_tests(user)
+    staff = make_user("operator", is_staff=True, is_superuser=True)
+    admin = Client()
+    admin.force_login(staff)
+    listed = admin.get("/admin/agent_sessions/approval/?status__exact=pending")
+    assert listed.status_code == 200 and approval.id in listed.content.decode()
+
+    admin.post(
+        "/admin/agent_sessions/approval/",
+        {"action": "approvals_reject", "_selected_action": [approval.id]},
+    )
+    approval.refresh_from_db()
+    assert approval.status == "rejected" and approval.decided_by == staff
+    assert Job.objects.get(pk=job.id).error_code == "approval_rejected"
+    again = admin.post(
+        "/admin/agent_sessions/approval/",
+        {"action": "approvals_approve", "_selected_action": [approval.id]},
+        follow=True,
+    )
+    assert "already decided" in again.content.decode()
