@@ -70,6 +70,8 @@ ANSWERS = {
     ("GET", "/api/jobs/{job_id}/result"): {200, 404, 409, 422},
     ("GET", "/api/webhook-secret"): {200},
     ("POST", "/api/webhook-secret/rotate"): {200, 403, 413},
+    ("GET", "/api/webhooks"): {200},
+    ("PUT", "/api/webhooks"): {200, 400, 403, 413, 422},
     ("POST", "/api/sessions"): {201, 400, 403, 413, 422},
     ("GET", "/api/sessions"): {200},
     ("GET", "/api/sessions/{session_id}"): {200, 404},

@@ -39,7 +39,13 @@ def with_history(row: Job, *, chunks: int = 3, delivery: str = "delivered") -> J
     JobChunk.objects.bulk_create(JobChunk(job=row, index=i, item={"i": i}) for i in range(chunks))
     JobEvent.objects.create(job=row, event="job.done")
     sent = WebhookDelivery.objects.create(
-        job=row, message_id=f"msg_{row.id}", url="https://example.com/", payload={}, status=delivery
+        owner_id=row.owner_id,
+        event_type="job_completed",
+        job=row,
+        message_id=f"msg_{row.id}",
+        url="https://example.com/",
+        payload={},
+        status=delivery,
     )
     WebhookAttempt.objects.create(delivery=sent, number=1, status_code=200)
     return row
