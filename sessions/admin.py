@@ -15,8 +15,10 @@ class AgentSessionAdmin(admin.ModelAdmin):
     list_display = ["id", "title", "owner", "state", "model", "last_seq", "updated_at"]
     list_filter = ["state", "model"]
     search_fields = ["id", "title", "owner__username"]
+    # callback_url: checked when its owner sets it (the API), not here.
     readonly_fields = [
         "id",
+        "callback_url",
         "state",
         "last_seq",
         "seen_seq",
