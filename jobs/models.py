@@ -262,7 +262,16 @@ class WebhookDelivery(models.Model):
         verbose_name = "webhook delivery"
         verbose_name_plural = "webhook deliveries"
         ordering = ["-created_at"]
-        indexes = [models.Index(fields=["status", "next_attempt_at"])]
+        indexes = [
+            models.Index(fields=["status", "next_attempt_at"]),
+            # Retention finds the oldest deliveries of no job (jobs.retention); a
+            # job's go with the job.
+            models.Index(
+                fields=["created_at"],
+                condition=models.Q(job__isnull=True),
+                name="webhook_jobless_created_idx",
+            ),
+        ]
 
     def __str__(self) -> str:
         return self.message_id
