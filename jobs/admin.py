@@ -49,6 +49,7 @@ class WebhookDeliveryInline(ReadOnlyInline):
     model = WebhookDelivery
     fields = readonly_fields = (
         "message_id",
+        "event_type",
         "url",
         "status",
         "attempts",
@@ -226,9 +227,19 @@ class JobAdmin(admin.ModelAdmin):
 
 @admin.register(WebhookDelivery)
 class WebhookDeliveryAdmin(admin.ModelAdmin):
-    list_display = ["message_id", "job", "status", "attempts", "next_attempt_at", "created_at"]
+    list_display = [
+        "message_id",
+        "event_type",
+        "owner",
+        "job",
+        "status",
+        "attempts",
+        "next_attempt_at",
+        "created_at",
+    ]
+    list_select_related = ["owner", "job"]
     list_filter = ["status"]
-    search_fields = ["message_id", "job__id", "url"]
+    search_fields = ["message_id", "event_type", "job__id", "url"]
     readonly_fields = [f.name for f in WebhookDelivery._meta.fields]
 
 
@@ -241,6 +252,7 @@ class WebhookAttemptAdmin(admin.ModelAdmin):
 
 @admin.register(WebhookSecret)
 class WebhookSecretAdmin(admin.ModelAdmin):
-    list_display = ["user", "created_at"]
-    fields = ["user", "created_at"]
-    readonly_fields = ["user", "created_at"]
+    list_display = ["user", "callback_url", "created_at"]
+    fields = ["user", "callback_url", "created_at"]
+    # The address is checked when its owner sets it (PUT /api/webhooks), not here.
+    readonly_fields = ["user", "callback_url", "created_at"]

@@ -1,4 +1,5 @@
-"""The job REST API (``/api/jobs``) and the webhook secret (``/api/webhook-secret``).
+"""The job REST API (``/api/jobs``) and the user's webhooks: where the user's events go
+(``/api/webhooks``) and the secret they are signed with (``/api/webhook-secret``).
 
 Handlers parse, call one service, format. Service refusals (``DomainError``) reach
 the API's error format through the one status table in ``agentsite.api``.
@@ -20,7 +21,7 @@ from agentsite.core.ids import id_pattern
 from agentsite.core.queries import count_up_to
 from agentsite.http import NOT_BLANK, Body, errors
 from jobs import documents, lifecycle, services, webhooks
-from jobs.models import IDEMPOTENCY_KEY_MAX_LENGTH, MAX_DEPENDENCIES, Job
+from jobs.models import CALLBACK_URL_MAX_LENGTH, IDEMPOTENCY_KEY_MAX_LENGTH, MAX_DEPENDENCIES, Job
 from jobs.registry import all_tools
 from jobs.retention import job_not_found_message
 
@@ -174,6 +175,22 @@ class JobListDoc(TypedDict):
 
 class WebhookSecretDoc(Schema):
     secret: str
+
+
+OWN_URL = (
+    "Where your sessions' events go when a session names no `callback_url` of its own; "
+    "empty: nowhere. Jobs' callbacks go to each job's own `callback_url` only."
+)
+
+
+class WebhookSettings(Body):
+    """The body of ``PUT /api/webhooks``."""
+
+    callback_url: str = Field(..., max_length=CALLBACK_URL_MAX_LENGTH, description=OWN_URL)
+
+
+class WebhookSettingsDoc(Schema):
+    callback_url: str = Field(description=OWN_URL)
 
 
 def job_link(operation_id: str, description: str) -> dict[str, Any]:
@@ -335,3 +352,33 @@ def webhook_secret(request: HttpRequest) -> dict[str, str]:
 )
 def webhook_secret_rotate(request: HttpRequest) -> dict[str, str]:
     return {"secret": webhooks.webhook_secret_rotate(request_user(request))}
+
+
+SIGNED_WITH = (
+    " Every delivery is signed with your secret (Standard Webhooks): read it at "
+    "`GET /api/webhook-secret`."
+)
+
+
+@router.get(
+    "/webhooks",
+    response={200: WebhookSettingsDoc, **errors()},
+    tags=["webhooks"],
+    summary="Where your sessions' events go",
+    description=OWN_URL + SIGNED_WITH,
+)
+def webhook_settings(request: HttpRequest) -> dict[str, str]:
+    return {"callback_url": webhooks.webhook_url_of(user_id=request_user(request).pk)}
+
+
+@router.put(
+    "/webhooks",
+    response={200: WebhookSettingsDoc, **errors(400, 422)},
+    tags=["webhooks"],
+    summary="Set where your sessions' events go",
+    description="An address webhooks may not reach is refused (422 `callback_url_refused`); "
+    "empty clears it." + SIGNED_WITH,
+)
+def webhook_settings_set(request: HttpRequest, body: WebhookSettings) -> dict[str, str]:
+    url = webhooks.webhook_url_set(user=request_user(request), callback_url=body.callback_url)
+    return {"callback_url": url}

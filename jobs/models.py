@@ -8,6 +8,8 @@ from agentsite.core.ids import new_job_id
 # Limits of a start request, shared by its validation and the API's document of it.
 MAX_DEPENDENCIES = 20
 IDEMPOTENCY_KEY_MAX_LENGTH = 255
+# The longest address a user may give webhooks (a job's, a session's, the user's own).
+CALLBACK_URL_MAX_LENGTH = 2000
 
 
 class Job(models.Model):
@@ -65,7 +67,7 @@ class Job(models.Model):
     has_dependents = models.BooleanField(default=False, editable=False)
     timeout_s = models.FloatField()
     deadline = models.DateTimeField(null=True, blank=True, editable=False)
-    callback_url = models.URLField(max_length=2000, blank=True)
+    callback_url = models.URLField(max_length=CALLBACK_URL_MAX_LENGTH, blank=True)
     cancel_requested_at = models.DateTimeField(null=True, blank=True, editable=False)
     heartbeat_at = models.DateTimeField(null=True, blank=True, editable=False)
     worker_name = models.CharField(max_length=200, blank=True, editable=False)
@@ -206,12 +208,22 @@ class JobEvent(models.Model):
 
 
 class WebhookSecret(models.Model):
-    """The per-user signing secret of Standard Webhooks callbacks (``whsec_…``)."""
+    """A user's webhook settings: the signing secret of every delivery (``whsec_…``)
+    and where the user's events go when the thing they are about names no address.
+
+    A job's callback goes to its own ``callback_url`` only; a session's events go to
+    the session's ``callback_url``, else to this one (``sessions.webhooks``).
+    """
 
     user = models.OneToOneField(
         settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="webhook_secret"
     )
     secret = models.CharField(max_length=100)
+    callback_url = models.URLField(
+        max_length=CALLBACK_URL_MAX_LENGTH,
+        blank=True,
+        help_text="Where the user's session events go by default.",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -223,14 +235,23 @@ class WebhookSecret(models.Model):
 
 
 class WebhookDelivery(models.Model):
-    """One callback message (a job's final status); retried until delivered or given up."""
+    """One callback message to one user's address, signed with that user's secret:
+    a job's final status (``job`` set) or another event of the user's (a session's);
+    retried until delivered or given up."""
 
     class Status(models.TextChoices):
         PENDING = "pending"
         DELIVERED = "delivered"
         FAILED = "failed"
 
-    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="webhook_deliveries")
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="webhook_deliveries"
+    )
+    # The body's "type": a job's final event ("job_completed"…) or another ("approval.requested").
+    event_type = models.CharField(max_length=100)
+    job = models.ForeignKey(
+        Job, null=True, blank=True, on_delete=models.CASCADE, related_name="webhook_deliveries"
+    )
     # The webhook-id header: the same for every attempt, so receivers can deduplicate.
     message_id = models.CharField(max_length=100, unique=True)
     url = models.URLField(max_length=2000)
@@ -244,7 +265,16 @@ class WebhookDelivery(models.Model):
         verbose_name = "webhook delivery"
         verbose_name_plural = "webhook deliveries"
         ordering = ["-created_at"]
-        indexes = [models.Index(fields=["status", "next_attempt_at"])]
+        indexes = [
+            models.Index(fields=["status", "next_attempt_at"]),
+            # Retention finds the oldest deliveries of no job (jobs.retention); a
+            # job's go with the job.
+            models.Index(
+                fields=["created_at"],
+                condition=models.Q(job__isnull=True),
+                name="webhook_jobless_created_idx",
+            ),
+        ]
 
     def __str__(self) -> str:
         return self.message_id

@@ -5,7 +5,8 @@ partial results, events and webhook deliveries and attempts, a bounded batch per
 statement (``agentsite.core.batches``): the children first, the job row last, so
 a pass cut short leaves whole jobs for the next one. Never deleted: a job that
 has not finished, one a queued or running job depends on, one whose webhook is
-still being delivered.
+still being delivered. Webhook deliveries of no job (a session's events) are
+kept as long, from when they were made, unless still being delivered.
 """
 
 from __future__ import annotations
@@ -63,6 +64,30 @@ def jobs_expired(*, now: datetime | None = None) -> QuerySet[Job]:
         .exclude(Exists(delivering))
         .order_by("finished_at")
     )
+
+
+def deliveries_expired(*, now: datetime | None = None) -> QuerySet[WebhookDelivery]:
+    """Deliveries of no job made before retention, delivered or given up, oldest first."""
+    cutoff = (now or timezone.now()) - timedelta(days=job_retention_days())
+    return (
+        WebhookDelivery.objects.filter(job__isnull=True, created_at__lt=cutoff)
+        .exclude(status=WebhookDelivery.Status.PENDING)
+        .order_by("created_at")
+    )
+
+
+def deliveries_purge(*, budget: Budget | None = None, now: datetime | None = None) -> int:
+    """Delete deliveries of no job past retention with their attempts; returns how many went."""
+    if not job_retention_days():
+        return 0
+    return parents_purge(
+        lambda: deliveries_expired(now=now), delivery_attempts_delete, budget or retention_budget()
+    )
+
+
+def delivery_attempts_delete(ids: list[int], budget: Budget) -> bool:
+    """Delete the attempts of deliveries ``ids``; False when the budget ran out first."""
+    return rows_delete(WebhookAttempt.objects.filter(delivery_id__in=ids), budget)[1]
 
 
 def jobs_purge(*, budget: Budget | None = None, now: datetime | None = None) -> int:

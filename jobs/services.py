@@ -26,10 +26,10 @@ from agentsite.core.errors import BadRequest, Invalid, NotFound, QuotaExceeded
 from agentsite.core.ids import is_id
 from agentsite.quotas import BUSY_RETRY_AFTER_S, Quota, quota_exceeded, quota_limit, quota_lock
 from jobs import hooks, lifecycle
-from jobs.addresses import AddressRefused, check_url
 from jobs.models import IDEMPOTENCY_KEY_MAX_LENGTH, MAX_DEPENDENCIES, Job
 from jobs.registry import Tool, get_tool
 from jobs.retention import job_not_found_message
+from jobs.webhooks import callback_url_check
 
 # --- starting jobs -------------------------------------------------------------------
 
@@ -109,10 +109,7 @@ def job_create(
     deps = dependencies_validate(owner, depends_on)
     session_validate(owner, session_id)
     if callback_url:
-        try:
-            check_url(callback_url)
-        except AddressRefused as exc:
-            raise Invalid("callback_url_refused", str(exc)) from exc
+        callback_url_check(callback_url)
     fingerprint = request_hash(
         {
             "tool": tool,

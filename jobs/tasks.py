@@ -134,10 +134,14 @@ def sweep_jobs() -> dict[str, int]:
 
 
 def purge_jobs() -> dict[str, int]:
-    """The scheduler's retention pass: finished jobs past ``AGENTSITE_JOB_RETENTION_DAYS``."""
+    """The scheduler's retention pass: finished jobs past ``AGENTSITE_JOB_RETENTION_DAYS``,
+    and webhook deliveries of no job as old."""
     connections_detach_inherited()
     try:
-        return {"jobs_deleted": retention.jobs_purge()}
+        return {
+            "jobs_deleted": retention.jobs_purge(),
+            "deliveries_deleted": retention.deliveries_purge(),
+        }
     finally:
         connections.close_all()
 

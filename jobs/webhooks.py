@@ -1,11 +1,16 @@
-"""Signed callbacks when a job ends, the Standard Webhooks way.
+"""Signed webhooks, the Standard Webhooks way: a job's callback when it ends, and
+any other event of a user's (``webhook_send``; a session's go through
+``sessions.webhooks``).
 
-Each delivery carries ``webhook-id`` (the same on every retry, so receivers
-can deduplicate), ``webhook-timestamp`` and ``webhook-signature``:
-``v1,`` + base64 HMAC-SHA256 of ``f"{id}.{timestamp}.{body}"`` keyed with the
-owner's secret (``whsec_`` + base64 key). Failed attempts are retried after
-the delays in ``AGENTSITE_WEBHOOK_RETRY_S`` (the scheduler's sweep hands due
-retries back to the queue); every attempt is recorded.
+A delivery is recorded inside the transaction that writes what it tells and
+handed to the queue once that commits. Each delivery carries ``webhook-id``
+(the same on every retry, so receivers can deduplicate), ``webhook-timestamp``
+and ``webhook-signature``: ``v1,`` + base64 HMAC-SHA256 of
+``f"{id}.{timestamp}.{body}"`` keyed with the owner's secret (``whsec_`` +
+base64 key). Every body is ``{"type", "timestamp", "data"}``; a job's ``data``
+is its status document. Failed attempts are retried after the delays in
+``AGENTSITE_WEBHOOK_RETRY_S`` (the scheduler's sweep hands due retries back to
+the queue); every attempt is recorded.
 """
 
 from __future__ import annotations
@@ -18,7 +23,7 @@ import logging
 import secrets
 import time
 from datetime import timedelta
-from typing import Any
+from typing import Any, TypedDict
 
 import django_rq
 import httpx
@@ -26,30 +31,93 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from jobs.addresses import AddressRefused
-from jobs.documents import JobEventName, webhook_body
+from agentsite.core.errors import Invalid
+from agentsite.core.ids import new_id
+from jobs.addresses import AddressRefused, check_url
+from jobs.documents import JobEventName, WebhookBody, webhook_body
 from jobs.live import redis_connection
-from jobs.models import Job, WebhookAttempt, WebhookDelivery, WebhookSecret
+from jobs.models import (
+    CALLBACK_URL_MAX_LENGTH,
+    Job,
+    WebhookAttempt,
+    WebhookDelivery,
+    WebhookSecret,
+)
 from jobs.tools.outgoing_http import pinned_request
 
 log = logging.getLogger(__name__)
 
 SECRET_PREFIX = "whsec_"
+EVENT_TYPE_MAX_LENGTH = WebhookDelivery._meta.get_field("event_type").max_length or 100
+
+
+class EventBody(TypedDict):
+    """The body of a delivery other than a job's callback: the shape of a job's
+    (``jobs.documents.WebhookBody``), with the event's own ``data``."""
+
+    type: str
+    timestamp: str
+    data: dict[str, Any]  # the event's own JSON object
+
+
+def new_secret() -> str:
+    return SECRET_PREFIX + base64.b64encode(secrets.token_bytes(24)).decode()
 
 
 def webhook_secret_for(user: Any) -> str:
     """The user's signing secret, created on first use."""
-    secret, _ = WebhookSecret.objects.get_or_create(
-        user=user,
-        defaults={"secret": SECRET_PREFIX + base64.b64encode(secrets.token_bytes(24)).decode()},
-    )
+    secret, _ = WebhookSecret.objects.get_or_create(user=user, defaults={"secret": new_secret()})
     return secret.secret
 
 
 def webhook_secret_rotate(user: Any) -> str:
-    value = SECRET_PREFIX + base64.b64encode(secrets.token_bytes(24)).decode()
+    value = new_secret()
     WebhookSecret.objects.update_or_create(user=user, defaults={"secret": value})
     return value
+
+
+# --- where deliveries go -------------------------------------------------------------
+
+
+def callback_url_check(url: str) -> str:
+    """``url`` if deliveries may be posted there; Invalid (``callback_url_refused``) otherwise.
+
+    The one rule for every address a user gives: a job's, a session's, the user's own.
+    Each attempt checks the address again (``webhook_post``), as names may move.
+    """
+    if len(url) > CALLBACK_URL_MAX_LENGTH:
+        raise Invalid(
+            "callback_url_refused",
+            f"The URL is longer than {CALLBACK_URL_MAX_LENGTH} characters.",
+            {"max_length": CALLBACK_URL_MAX_LENGTH},
+        )
+    try:
+        return check_url(url)
+    except AddressRefused as exc:
+        raise Invalid("callback_url_refused", str(exc)) from exc
+
+
+def webhook_url_of(*, user_id: Any) -> str:
+    """Where the user's events go when their subject names no address ("": nowhere)."""
+    url = (
+        WebhookSecret.objects.filter(user_id=user_id).values_list("callback_url", flat=True).first()
+    )
+    return url or ""
+
+
+def webhook_url_set(*, user: Any, callback_url: str) -> str:
+    """Set (or clear, with "") the user's own address; its secret is made with it if need be."""
+    if callback_url:
+        callback_url_check(callback_url)
+    WebhookSecret.objects.update_or_create(
+        user=user,
+        defaults={"callback_url": callback_url},
+        create_defaults={"callback_url": callback_url, "secret": new_secret()},
+    )
+    return callback_url
+
+
+# --- signing and delivering ----------------------------------------------------------
 
 
 def webhook_sign(secret: str, message_id: str, timestamp: int, body: bytes) -> str:
@@ -79,11 +147,56 @@ def webhook_verify(
 
 def webhook_delivery_create(*, job: Job, event: JobEventName) -> WebhookDelivery:
     """Record the callback of a final state and send it once the transition commits."""
-    delivery = WebhookDelivery.objects.create(
+    return webhook_delivery_record(
+        owner_id=job.owner_id,
         job=job,
-        message_id=f"msg_{job.id}_{event}",
+        event_type=str(event),
         url=job.callback_url,
+        message_id=f"msg_{job.id}_{event}",
         payload=webhook_body(job, event, timezone.now().isoformat()),
+    )
+
+
+def webhook_send(
+    *, owner_id: Any, url: str, event_type: str, data: dict[str, Any]
+) -> WebhookDelivery:
+    """Record an event's delivery to ``url`` and send it once the caller's transaction commits.
+
+    Called inside the transaction that writes what the event tells, so the
+    delivery commits with it or not at all, and is posted only after (committed
+    before published). Signed with the owner's secret; retried as a job's callback.
+    ``url`` is an address its owner gave (``callback_url_check`` approved it then;
+    each attempt checks it again).
+    """
+    if not event_type or len(event_type) > EVENT_TYPE_MAX_LENGTH:
+        raise ValueError(f"an event type is 1 to {EVENT_TYPE_MAX_LENGTH} characters")
+    body: EventBody = {"type": event_type, "timestamp": timezone.now().isoformat(), "data": data}
+    return webhook_delivery_record(
+        owner_id=owner_id,
+        job=None,
+        event_type=event_type,
+        url=url,
+        message_id=new_id("msg", 24),
+        payload=body,
+    )
+
+
+def webhook_delivery_record(
+    *,
+    owner_id: Any,
+    job: Job | None,
+    event_type: str,
+    url: str,
+    message_id: str,
+    payload: WebhookBody | EventBody,
+) -> WebhookDelivery:
+    delivery = WebhookDelivery.objects.create(
+        owner_id=owner_id,
+        job=job,
+        event_type=event_type,
+        message_id=message_id,
+        url=url,
+        payload=payload,
         next_attempt_at=timezone.now(),
     )
     transaction.on_commit(lambda: webhook_enqueue(delivery.pk))
@@ -106,11 +219,11 @@ def webhook_deliver(*, delivery_id: int) -> WebhookAttempt | None:
         ).update(next_attempt_at=None)
     if claimed != 1:
         return None
-    delivery = WebhookDelivery.objects.select_related("job__owner").get(pk=delivery_id)
+    delivery = WebhookDelivery.objects.select_related("owner").get(pk=delivery_id)
     number = delivery.attempts + 1
     body = json.dumps(delivery.payload, separators=(",", ":")).encode()
     timestamp = int(time.time())
-    secret = webhook_secret_for(delivery.job.owner)
+    secret = webhook_secret_for(delivery.owner)
     headers = {
         "content-type": "application/json",
         "user-agent": "agentsite-webhooks/1",

@@ -26,8 +26,10 @@ class AgentSessionAdmin(admin.ModelAdmin):
     ]
     list_filter = ["state", "model"]
     search_fields = ["id", "title", "owner__username"]
+    # callback_url: checked when its owner sets it (the API), not here.
     readonly_fields = [
         "id",
+        "callback_url",
         "state",
         "pending_approvals",
         "allowed_tools",

@@ -14,11 +14,12 @@ from typing import Any, Literal
 from django.http import HttpRequest
 from ninja import Query, Router, Schema
 from ninja.responses import Status
-from pydantic import Field
+from pydantic import ConfigDict, Field
 
 from agentsite.auth import request_user
 from agentsite.core.errors import Invalid
 from agentsite.http import NOT_BLANK, SPACE, Body, errors
+from jobs.models import CALLBACK_URL_MAX_LENGTH
 from sessions.llm.names import MODEL_NAME_PATTERN, MODEL_NAMES_TEXT
 from sessions.models import AgentSession, Event, Run
 from sessions.runs import run_request_cancel
@@ -29,13 +30,18 @@ from sessions.services import (
     session_delete,
     session_for,
     session_list,
-    session_rename,
+    session_update,
 )
 from sessions.titles import TITLE_MAX_CHARS
 from sessions.tokens import run_token, run_token_seq, session_token
 from sessions.tokens import session_token_seq as token_seq
 
 router = Router(tags=["sessions"])
+
+CALLBACK = (
+    "An http(s) URL to POST the session's events to, signed (Standard Webhooks); "
+    "empty: your own address (`PUT /api/webhooks`), if any."
+)
 
 # The models a session may name, blanks around allowed: the rule create_session
 # applies and the pattern the document shows.
@@ -51,15 +57,28 @@ class SessionIn(Body):
         json_schema_extra={"pattern": MODEL_PATTERN},
     )
     system_prompt: str = Field(default="", max_length=20_000)
+    callback_url: str = Field(default="", max_length=CALLBACK_URL_MAX_LENGTH, description=CALLBACK)
+
+
+def patch_schema(schema: dict[str, Any]) -> None:
+    """Each field optional, at least one sent: a field left out is left as it is."""
+    schema["minProperties"] = 1
+    for field in schema["properties"].values():
+        field.pop("default", None)
 
 
 class SessionPatch(Body):
+    model_config = ConfigDict(extra="forbid", json_schema_extra=patch_schema)
+
+    # The defaults stand for "not sent" (model_fields_set), never for a value.
     title: str = Field(
+        default="",
         min_length=1,
         max_length=TITLE_MAX_CHARS,
         description="Not only whitespace; no control characters (line breaks, tabs, NUL).",
         json_schema_extra={"pattern": NOT_BLANK},
     )
+    callback_url: str = Field(default="", max_length=CALLBACK_URL_MAX_LENGTH, description=CALLBACK)
 
 
 class MessageIn(Body):
@@ -100,6 +119,7 @@ class SessionDoc(Schema):
     title: str
     model: str
     system_prompt: str
+    callback_url: str = Field(description="Where its events go; empty: your own address.")
     state: SessionState
     pending_approvals: int = Field(
         description="Requests for approval and questions waiting for you (/api/approvals)."
@@ -171,7 +191,9 @@ SESSION_LINKS = {
         201: {
             "links": {
                 "ReadSession": session_link("sessions_api_read_session", "Read it."),
-                "RenameSession": session_link("sessions_api_update_session", "Rename it."),
+                "RenameSession": session_link(
+                    "sessions_api_update_session", "Rename it, or set where its events go."
+                ),
                 "PostMessage": session_link("sessions_api_post_message", "Send a message."),
                 "ListEvents": session_link("sessions_api_list_events", "Read its log."),
                 "FollowSession": session_link(
@@ -201,6 +223,7 @@ def session_doc(session: AgentSession) -> dict[str, Any]:
         "title": session.title,
         "model": session.model,
         "system_prompt": session.system_prompt,
+        "callback_url": session.callback_url,
         "state": session.state,
         "pending_approvals": session.pending_approvals,
         "last_seq": session.last_seq,
@@ -235,6 +258,7 @@ def create_session(request: HttpRequest, body: SessionIn) -> Status[dict[str, An
         title=body.title,
         model=body.model.strip(),
         system_prompt=body.system_prompt,
+        callback_url=body.callback_url,
     )
     return Status(201, session_doc(session))
 
@@ -254,10 +278,17 @@ def read_session(request: HttpRequest, session_id: str) -> dict[str, Any]:
 @router.patch(
     "/sessions/{session_id}",
     response={200: SessionDoc, **errors(400, 404, 422)},
-    summary="Rename a session",
+    summary="Rename a session, or set where its events go",
+    description="Send `title`, `callback_url` or both; a field left out keeps its value. "
+    "A `callback_url` webhooks may not reach is refused (422 `callback_url_refused`).",
 )
 def update_session(request: HttpRequest, session_id: str, body: SessionPatch) -> dict[str, Any]:
-    session = session_rename(session=_session(request, session_id), title=body.title)
+    sent = body.model_fields_set
+    session = session_update(
+        session=_session(request, session_id),
+        title=body.title if "title" in sent else None,
+        callback_url=body.callback_url if "callback_url" in sent else None,
+    )
     return session_doc(session)
 
 

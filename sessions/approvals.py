@@ -49,6 +49,7 @@ from sessions.inbox import inbox_append_locked
 from sessions.models import AgentSession, Approval, Event, ToolApprovalRule
 from sessions.payloads import ApprovalPayload
 from sessions.runs import session_lock
+from sessions.webhooks import session_webhook_send
 
 log = logging.getLogger(__name__)
 
@@ -569,8 +570,4 @@ def approval_list(
 
 def _webhook(session_id: str, event_type: str, doc: ApprovalPayload) -> None:
     """The ``approval.*`` webhook to where the owner's session events go, on commit."""
-    try:
-        from sessions.webhooks import session_webhook_send
-    except ImportError:  # pragma: no cover - before session webhooks exist
-        return
     session_webhook_send(session_id=session_id, event_type=event_type, data=dict(doc))

@@ -4,6 +4,7 @@ from django.conf import settings
 from django.db import models
 
 from agentsite.core.ids import new_id, new_run_id, new_session_id
+from jobs.models import CALLBACK_URL_MAX_LENGTH
 
 
 class AgentSession(models.Model):
@@ -20,6 +21,9 @@ class AgentSession(models.Model):
     title = models.CharField(max_length=200, blank=True)
     model = models.CharField(max_length=100, blank=True, help_text="Empty: AGENTSITE_MODEL.")
     system_prompt = models.TextField(blank=True)
+    # Where this session's events are posted as signed webhooks; empty: the owner's
+    # address (sessions.webhooks).
+    callback_url = models.URLField(max_length=CALLBACK_URL_MAX_LENGTH, blank=True)
     last_seq = models.PositiveBigIntegerField(default=0, editable=False)
     # The last seq the owner has looked at in the browser (for "new since your visit").
     seen_seq = models.PositiveBigIntegerField(default=0, editable=False)

@@ -1,4 +1,4 @@
-"""Session services: who owns what, create, post a message, the chat's actions, delete.
+"""Session services: who owns what, create, change, post a message, the chat's actions, delete.
 
 ``session_for`` and ``run_for`` are the one ownership rule of each entity: every
 edge (REST, server-sent events, the websocket, the chat pages) looks a session
@@ -30,6 +30,7 @@ from agentsite.quotas import (
 from jobs.lifecycle import job_request_cancel
 from jobs.models import Job
 from jobs.services import job_get
+from jobs.webhooks import callback_url_check
 from sessions.approvals import approvals_cancel_for_session
 from sessions.client_tools import client_tools_check, tool_results_check
 from sessions.inbox import inbox_append_locked
@@ -94,13 +95,25 @@ def run_for(*, owner: Owner, run_id: str) -> Run:
 
 
 def session_create(
-    *, owner: Any, title: str = "", model: str = "", system_prompt: str = ""
+    *,
+    owner: Any,
+    title: str = "",
+    model: str = "",
+    system_prompt: str = "",
+    callback_url: str = "",
 ) -> AgentSession:
-    """A new session; Invalid (``model_not_allowed``) for a model this deployment does not offer."""
+    """A new session; Invalid for a model this deployment does not offer
+    (``model_not_allowed``) or an address webhooks may not reach (``callback_url_refused``)."""
     model = model.strip()
     model_check(model)
+    if callback_url:
+        callback_url_check(callback_url)
     return AgentSession.objects.create(
-        owner=owner, title=title.strip()[:200], model=model, system_prompt=system_prompt
+        owner=owner,
+        title=title.strip()[:200],
+        model=model,
+        system_prompt=system_prompt,
+        callback_url=callback_url,
     )
 
 
@@ -116,15 +129,27 @@ def model_check(model: str) -> None:
         )
 
 
-def session_rename(*, session: AgentSession, title: str) -> AgentSession:
-    """Give the session the title its owner chose (``sessions.titles.title_check``).
+def session_update(
+    *, session: AgentSession, title: str | None = None, callback_url: str | None = None
+) -> AgentSession:
+    """Change what its owner may change: the title (``sessions.titles.title_check``), the
+    address its events go to (``jobs.webhooks.callback_url_check``; "" for the owner's).
 
-    A set title is never replaced by the automatic one, which only fills an empty title.
+    ``None`` leaves a field as it is. A set title is never replaced by the automatic
+    one, which only fills an empty title.
     """
-    session.title = title_check(title)
+    fields: dict[str, str] = {}
+    if title is not None:
+        fields["title"] = title_check(title)
+    if callback_url is not None:
+        fields["callback_url"] = callback_url_check(callback_url) if callback_url else ""
+    if not fields:
+        raise Invalid("invalid_request", "Send a title, a callback_url or both.")
     live = AgentSession.objects.filter(pk=session.pk, deleted_at__isnull=True)
-    if live.update(title=session.title) != 1:
+    if live.update(**fields) != 1:
         raise SessionNotFound()  # deleted meanwhile
+    for name, value in fields.items():
+        setattr(session, name, value)
     return session
 
 

@@ -60,6 +60,21 @@ def history() -> Iterator[Any]:
         AgentSession(id=new_session_id(), owner=owner, deleted_at=long_ago if i % 10 else None)
         for i in range(3000)
     )
+    # A session's events posted as webhooks, of no job: one in ten past retention.
+    WebhookDelivery.objects.bulk_create(
+        WebhookDelivery(
+            owner=owner,
+            event_type="approval.requested",
+            message_id=f"msg_event_{i}",
+            url="https://hooks.example.com/agentsite",
+            payload={"type": "approval.requested"},
+            status=WebhookDelivery.Status.DELIVERED,
+            attempts=1,
+        )
+        for i in range(2000)
+    )
+    old = WebhookDelivery.objects.filter(job__isnull=True).values_list("pk", flat=True)[:200]
+    WebhookDelivery.objects.filter(pk__in=list(old)).update(created_at=long_ago)
     # The last day's jobs still hold their Idempotency-Keys.
     recent = Job.objects.order_by("-created_at").values_list("pk", flat=True)[:1000]
     for n, pk in enumerate(recent):
@@ -253,6 +268,14 @@ def test_the_retention_pass_finds_and_deletes_old_jobs_by_index(history: Any) ->
     found = plans(lambda: retention.jobs_purge(budget=Budget(size=10, batches=20)))
     assert_indexed(found, "job_finished_at_idx")
     assert_indexed(found, r"jobs_jobchunk_job_id_\w+")  # the foreign key's
+
+
+def test_the_retention_pass_finds_and_deletes_old_deliveries_of_no_job_by_index(
+    history: Any,
+) -> None:
+    found = plans(lambda: retention.deliveries_purge(budget=Budget(size=10, batches=20)))
+    assert_indexed(found, "webhook_jobless_created_idx")
+    assert_indexed(found, r"jobs_webhookattempt_delivery_id_\w+")  # the foreign key's
 
 
 def test_the_retention_pass_finds_and_deletes_old_sessions_by_index(history: Any) -> None:

@@ -70,6 +70,8 @@ ANSWERS = {
     ("GET", "/api/jobs/{job_id}/result"): {200, 404, 409, 422},
     ("GET", "/api/webhook-secret"): {200},
     ("POST", "/api/webhook-secret/rotate"): {200, 403, 413},
+    ("GET", "/api/webhooks"): {200},
+    ("PUT", "/api/webhooks"): {200, 400, 403, 413, 422},
     ("POST", "/api/sessions"): {201, 400, 403, 413, 422},
     ("GET", "/api/sessions"): {200},
     ("GET", "/api/sessions/{session_id}"): {200, 404},
@@ -376,3 +378,29 @@ def test_the_documented_message_body_is_the_validated_one(
     )
     assert response.status_code == (202 if accepted else 422), response.content
     assert component_validator(doc, "MessageIn").is_valid({"text": text}) is accepted
+
+
+@pytest.mark.parametrize(
+    ("body", "accepted"),
+    [
+        ({"title": "Renamed"}, True),
+        ({"callback_url": "http://127.0.0.1:9/hook"}, True),
+        ({"callback_url": ""}, True),
+        ({"title": "Renamed", "callback_url": ""}, True),
+        ({}, False),
+        ({"title": None}, False),
+        ({"callback_url": None}, False),
+        ({"title": ""}, False),
+        ({"title": "t", "colour": "red"}, False),
+    ],
+)
+def test_the_documented_session_patch_is_the_validated_one(
+    api_client: Client, doc: dict[str, Any], body: dict[str, Any], accepted: bool
+) -> None:
+    # Both fields are optional, and at least one must be sent.
+    session = api_client.post("/api/sessions", {}, content_type="application/json").json()
+    response = api_client.patch(
+        f"/api/sessions/{session['session_id']}", body, content_type="application/json"
+    )
+    assert response.status_code == (200 if accepted else 422), response.content
+    assert component_validator(doc, "SessionPatch").is_valid(body) is accepted

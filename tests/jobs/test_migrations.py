@@ -76,3 +76,39 @@ def test_jobs_handed_to_rq_before_ready_at_existed_count_as_ready_since_then(use
     }
     assert rows[handed.id]["ready_at"] == rows[handed.id]["enqueued_at"] is not None
     assert rows[never.id]["ready_at"] is None
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.usefixtures("no_scheduler")
+def test_deliveries_made_before_owners_existed_belong_to_their_jobs_owner(
+    user: Any, other_user: Any
+) -> None:
+    latest = MigrationExecutor(connection).loader.graph.leaf_nodes("jobs")
+    old = migrate([("jobs", "0013_verbose_names")])
+    try:
+        Job = old.get_model("jobs", "Job")
+        WebhookDelivery = old.get_model("jobs", "WebhookDelivery")
+        mine = Job.objects.create(owner_id=user.pk, tool="noop", timeout_s=5, status="done")
+        theirs = Job.objects.create(
+            owner_id=other_user.pk, tool="noop", timeout_s=5, status="failed"
+        )
+        for job, event in ((mine, "job_completed"), (theirs, "job_failed")):
+            WebhookDelivery.objects.create(
+                job=job,
+                message_id=f"msg_{job.id}_{event}",
+                url="https://example.com/hook",
+                payload={"type": event, "timestamp": "", "data": {"job_id": job.id}},
+                status="delivered",
+            )
+    finally:
+        new = migrate(latest)
+
+    rows = set(
+        new.get_model("jobs", "WebhookDelivery").objects.values_list(
+            "job_id", "owner_id", "event_type"
+        )
+    )
+    assert rows == {
+        (mine.id, user.pk, "job_completed"),
+        (theirs.id, other_user.pk, "job_failed"),
+    }

@@ -10,7 +10,7 @@ from django.utils import timezone
 
 from agentsite.core.batches import Budget
 from jobs.models import Job, JobChunk, JobEvent, WebhookAttempt, WebhookDelivery
-from jobs.retention import jobs_purge
+from jobs.retention import deliveries_purge, jobs_purge
 from jobs.services import idempotency_keys_expire
 from jobs.tasks import PERIODIC, purge_jobs
 
@@ -39,7 +39,13 @@ def with_history(row: Job, *, chunks: int = 3, delivery: str = "delivered") -> J
     JobChunk.objects.bulk_create(JobChunk(job=row, index=i, item={"i": i}) for i in range(chunks))
     JobEvent.objects.create(job=row, event="job.done")
     sent = WebhookDelivery.objects.create(
-        job=row, message_id=f"msg_{row.id}", url="https://example.com/", payload={}, status=delivery
+        owner_id=row.owner_id,
+        event_type="job_completed",
+        job=row,
+        message_id=f"msg_{row.id}",
+        url="https://example.com/",
+        payload={},
+        status=delivery,
     )
     WebhookAttempt.objects.create(delivery=sent, number=1, status_code=200)
     return row
@@ -61,6 +67,44 @@ def test_finished_jobs_past_retention_go_with_everything_that_hangs_off_them(use
     assert set(JobEvent.objects.values_list("job_id", flat=True)) == {recent.id}
     assert set(WebhookDelivery.objects.values_list("job_id", flat=True)) == {recent.id}
     assert WebhookAttempt.objects.get().delivery.job_id == recent.id
+
+
+def event_delivery(owner: Any, *, days_ago: float, status: str = "delivered") -> WebhookDelivery:
+    """A delivery of no job (a session's event) made ``days_ago`` days ago, with an attempt."""
+    row = WebhookDelivery.objects.create(
+        owner=owner,
+        event_type="approval.requested",
+        message_id=f"msg_event_{WebhookDelivery.objects.count()}",
+        url="https://example.com/",
+        payload={},
+        status=status,
+    )
+    at = timezone.now() - timedelta(days=days_ago)
+    WebhookDelivery.objects.filter(pk=row.pk).update(created_at=at)
+    WebhookAttempt.objects.create(delivery=row, number=1, status_code=200)
+    return row
+
+
+def test_deliveries_of_no_job_past_retention_go_with_their_attempts(user: Any) -> None:
+    delivered = event_delivery(user, days_ago=40)
+    failed = event_delivery(user, days_ago=40, status="failed")
+    retrying = event_delivery(user, days_ago=40, status="pending")
+    recent = event_delivery(user, days_ago=29)
+    of_a_recent_job = with_history(job(user, S.DONE, days_ago=1))
+    WebhookDelivery.objects.filter(job=of_a_recent_job).update(
+        created_at=timezone.now() - timedelta(days=40)
+    )
+
+    assert deliveries_purge(budget=Budget(size=1, batches=20)) == 2
+
+    kept = {
+        retrying.pk,
+        recent.pk,
+        *of_a_recent_job.webhook_deliveries.values_list("pk", flat=True),
+    }
+    assert set(WebhookDelivery.objects.values_list("pk", flat=True)) == kept
+    assert set(WebhookAttempt.objects.values_list("delivery_id", flat=True)) == kept
+    assert not {delivered.pk, failed.pk} & kept
 
 
 def test_what_is_still_live_or_needed_stays(user: Any) -> None:

@@ -11,7 +11,7 @@ import pytest
 from jobs.models import WebhookAttempt, WebhookDelivery
 from jobs.webhooks import webhook_sign, webhook_verify
 from tests.conftest import wait_until
-from tests.jobs.factories import started_job_id
+from tests.jobs.factories import started_job_id, wait_for_status
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -48,7 +48,7 @@ def receiver() -> Iterator[Receiver]:
 
 
 def test_a_finished_job_is_posted_signed_and_retried_until_accepted(
-    api_client: Any, rq_workers: Any, rq_scheduler: Any, receiver: Receiver
+    api_client: Any, user: Any, rq_workers: Any, rq_scheduler: Any, receiver: Receiver
 ) -> None:
     secret = api_client.get("/api/webhook-secret").json()["secret"]
     assert secret.startswith("whsec_")
@@ -72,6 +72,22 @@ def test_a_finished_job_is_posted_signed_and_retried_until_accepted(
     )
     attempts = list(WebhookAttempt.objects.filter(delivery=delivery).order_by("number"))
     assert [(a.number, a.status_code, a.ok) for a in attempts] == [(1, 500, False), (2, 204, True)]
+    assert (delivery.owner_id, delivery.event_type) == (user.pk, "job_completed")
+
+
+def test_a_job_is_posted_to_its_own_address_only(
+    api_client: Any, rq_workers: Any, receiver: Receiver
+) -> None:
+    # The owner's address is for their sessions' events; a job names its own.
+    put = api_client.put(
+        "/api/webhooks", {"callback_url": receiver.url}, content_type="application/json"
+    )
+    assert put.status_code == 200, put.content
+
+    job_id = started_job_id(api_client, "noop")
+    wait_for_status(job_id, "done")
+
+    assert not WebhookDelivery.objects.exists()
 
 
 def test_the_signature_follows_standard_webhooks() -> None:

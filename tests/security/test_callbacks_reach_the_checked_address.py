@@ -30,6 +30,8 @@ def delivery_to(url: str, owner: Any) -> WebhookDelivery:
         owner=owner, tool="noop", status=Job.Status.DONE, callback_url=url, timeout_s=60
     )
     return WebhookDelivery.objects.create(
+        owner=owner,
+        event_type="job_completed",
         job=job,
         message_id=f"msg_{job.id}_job_completed",
         url=url,

@@ -7,6 +7,7 @@ per user, as an operator would in the admin.
 
 from __future__ import annotations
 
+import json
 import threading
 from datetime import timedelta
 from typing import Any
@@ -315,3 +316,33 @@ def test_staff_decide_in_the_admin_and_the_decision_records_who(
         follow=True,
     )
     assert "already decided" in again.content.decode()
+
+
+def test_requests_and_decisions_are_posted_signed_to_the_sessions_address(
+    user: Any, api_client: Client, rq_workers: Any
+) -> None:
+    from jobs.webhooks import webhook_verify
+    from tests.jobs.test_webhooks import Receiver
+
+    receiver = Receiver(failures=0)
+    try:
+        require_approval(user)
+        secret = api_client.get("/api/webhook-secret").json()["secret"]
+        session = make_session(user, model="offline", callback_url=receiver.url)
+        say(session, "run the tests")
+        approval = Approval.objects.get(session=session)
+        assert decide(api_client, approval.id, decision="reject", reason="later").status_code == 200
+
+        wait_until(lambda: len(receiver.received) >= 2, timeout=30)
+        posted = {}
+        for headers, body, _ in receiver.received:
+            assert webhook_verify(secret, headers, body)
+            message = json.loads(body)
+            posted[message["type"]] = message["data"]
+        assert posted["approval.requested"]["id"] == approval.id
+        assert posted["approval.requested"]["status"] == "pending"
+        assert posted["approval.decided"]["status"] == "rejected"
+        assert posted["approval.decided"]["reason"] == "later"
+        assert posted["approval.decided"]["session_id"] == session.id
+    finally:
+        receiver.server.shutdown()

@@ -198,6 +198,8 @@ class Command(BaseCommand):
         """A delivered callback of each of ``jobs``, with its one attempt."""
         deliveries = WebhookDelivery.objects.bulk_create(
             WebhookDelivery(
+                owner_id=job.owner_id,
+                event_type=f"job.{job.status}",
                 job=job,
                 message_id=f"msg_{job.id}",
                 url="https://hooks.example.com/agentsite",

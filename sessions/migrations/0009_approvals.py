@@ -9,7 +9,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('agent_sessions', '0007_verbose_names'),
+        ('agent_sessions', '0008_session_callback_url'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 

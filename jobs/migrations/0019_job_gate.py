@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('jobs', '0013_verbose_names'),
+        ('jobs', '0018_webhook_jobless_created_index'),
     ]
 
     operations = [
