@@ -18,8 +18,12 @@ from django.views.decorators.http import require_POST
 
 from jobs.documents import FINAL_JOB_EVENTS
 from jobs.models import Job
-from sessions.models import AgentSession, Event
+from sessions.approvals import approval_doc, approval_list
+from sessions.models import AgentSession, Approval, Event
 from sessions.services import SessionNotFound, session_create, session_for
+
+# The most pending requests the page of them shows at once.
+PENDING_SHOWN = 200
 
 
 @dataclass
@@ -31,11 +35,14 @@ class SessionRow:
 
 
 def session_rows(owner: Any) -> list[SessionRow]:
-    """The owner's sessions with their running jobs and what finished since the last visit."""
+    """The owner's sessions with their running jobs and what finished since the last visit
+    (what waits for the owner is ``AgentSession.pending_approvals``)."""
     sessions = list(AgentSession.objects.filter(owner=owner, deleted_at__isnull=True)[:200])
     ids = [s.id for s in sessions]
+    # A job behind an approval's gate is not running yet: the session waits for its owner.
     running = dict(
         Job.objects.filter(session_id__in=ids, status__in=[Job.Status.QUEUED, Job.Status.RUNNING])
+        .filter(gate="")
         .values_list("session_id")
         .annotate(n=Count("id"))
     )
@@ -79,3 +86,23 @@ def session_new(request: HttpRequest) -> HttpResponse:
 def session_chat(request: HttpRequest, session_id: str) -> HttpResponse:
     session = owned_session_or_404(request, session_id)
     return render(request, "sessions/chat.html", {"session": session})
+
+
+@login_required
+def approvals_pending(request: HttpRequest) -> HttpResponse:
+    """The user's pending requests across sessions, newest first, as documents the page's
+    script draws (static/js/approvals_page.js)."""
+    pending = list(
+        approval_list(owner=request.user, status=Approval.Status.PENDING).select_related("session")[
+            : PENDING_SHOWN + 1
+        ]
+    )
+    rows = [
+        {"request": approval_doc(a), "session_title": a.session.title}
+        for a in pending[:PENDING_SHOWN]
+    ]
+    return render(
+        request,
+        "sessions/approvals.html",
+        {"rows": rows, "more": len(pending) > PENDING_SHOWN},
+    )

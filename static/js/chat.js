@@ -12,6 +12,7 @@
   const sessionId = root.dataset.session;
   const storageKey = "agentsite.stream." + sessionId;
   const md = window.agentsiteMarkdown;
+  const approvals = window.agentsiteApprovals;
   const $ = (id) => document.getElementById(id);
   const log = $("log");
   const conn = $("conn");
@@ -33,6 +34,7 @@
     toolCards: new Map(), // tool_call id -> card element
     jobCards: new Map(), // job_id -> card element
     jobPartials: new Map(), // job_id -> partial results fetched so far
+    approvalCards: new Map(), // approval id -> card element
     seqs: [], // every seq rendered, in order (inspected by the browser tests)
   };
 
@@ -284,9 +286,16 @@
       card.appendChild(el("div", "tool-output error", error));
       return;
     }
+    if (output && typeof output === "object" && output.status === "awaiting_answer") {
+      status.textContent = "waiting for your answer";
+      return;
+    }
     if (output && typeof output === "object" && output.job_id) {
-      status.textContent = "started job";
-      jobCard(output.job_id, payload.name, card);
+      status.textContent = output.status === "awaiting_approval" ? "waiting for your approval" : "started job";
+      const job = jobCard(output.job_id, payload.name, card);
+      if (output.status === "awaiting_approval" && job.dataset.status === "queued") {
+        job.querySelector(".status").textContent = "awaiting approval";
+      }
       return;
     }
     status.textContent = "ok";
@@ -445,6 +454,26 @@
     append(el("li", "system-note", "This turn moved to another worker and starts again."));
   }
 
+  // A request for the user's answer: a card with its controls, redrawn in place by its
+  // decision, whether made here, through the API or in the admin.
+  function approvalRequested(payload) {
+    closeBubble();
+    if (state.approvalCards.has(payload.id)) return;
+    const card = approvals.render(payload);
+    state.approvalCards.set(payload.id, card);
+    append(card);
+  }
+
+  function approvalDecided(payload) {
+    const card = state.approvalCards.get(payload.id);
+    if (card) approvals.update(card, payload);
+    else approvalRequested(payload);
+    const tool = state.toolCards.get(payload.tool_call_id);
+    if (tool) tool.querySelector(".tool-status").textContent = payload.status;
+    const job = payload.job_id ? state.jobCards.get(payload.job_id) : null;
+    if (job && job.dataset.status === "queued") job.querySelector(".status").textContent = "queued";
+  }
+
   function errorEvent(payload) {
     closeBubble();
     append(el("li", "system-note error", (payload.code ? payload.code + ": " : "") + (payload.message || "error")));
@@ -460,6 +489,8 @@
     run_started: runStarted,
     run_finished: runFinished,
     run_requeued: runRequeued,
+    approval_requested: approvalRequested,
+    approval_decided: approvalDecided,
     error: errorEvent,
   };
 
