@@ -80,10 +80,6 @@ def hooks_register(
         _registered.session_model = session_model
 
 
-def hooks_registered() -> Hooks:
-    return _registered
-
-
 def session_event_record(*, session_id: str, payload: JobEventPayload) -> None:
     if _registered.session_event is not None:
         _registered.session_event(session_id=session_id, payload=payload)

@@ -161,11 +161,6 @@ class Job(models.Model):
         return f"{self.id} {self.tool} {self.status}"
 
     @property
-    def rq_job_id(self) -> str:
-        """The RQ job id is the job's own id."""
-        return self.id
-
-    @property
     def is_terminal(self) -> bool:
         return self.status in self.TERMINAL
 

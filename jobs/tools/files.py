@@ -153,10 +153,6 @@ def glob_regex(segments: list[str]) -> re.Pattern[str]:
     return re.compile("".join(parts) or "[^/]+")
 
 
-def is_hidden(relative: Path) -> bool:
-    return any(part.startswith(".") or part in NOISE_DIRS for part in relative.parts)
-
-
 def hidden_name(name: str) -> bool:
     return name.startswith(".") or name in NOISE_DIRS
 
