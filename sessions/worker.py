@@ -37,7 +37,7 @@ from rq.timeouts import TimerDeathPenalty
 from rq.worker import SimpleWorker
 
 from agentsite.compat import rq as rq_internals
-from jobs.worker import REDIS_DOWN, RidesOutRedis
+from agentsite.core.workers import REDIS_DOWN, RidesOutRedis
 from sessions.loop import HANDED_BACK
 from sessions.runs import RUN_TURN, run_enqueue
 from sessions.runtime import TurnRuntime, TurnThread

@@ -3,8 +3,8 @@
 Verified against rq 3.0.0 and django-rq 4.2.0. Checked by ``tests/compat/test_rq.py``.
 
 RQ documents how to subclass ``Worker`` but not the methods a subclass may
-override, nor their signatures. ``jobs/worker.py`` (``RidesOutRedis``,
-``JobWorker``), ``sessions/worker.py`` (``TurnWorker``), ``jobs/horse.py`` (the
+override, nor their signatures. ``agentsite/core/workers.py`` (``RidesOutRedis``),
+``jobs/worker.py`` (``JobWorker``), ``sessions/worker.py`` (``TurnWorker``), ``jobs/horse.py`` (the
 warm horse, RQ's ``main_work_horse`` kept alive) and
 ``agentsite/management/commands/scheduler.py`` (RQ's cron loop that outlives
 Redis) override or call the methods below: ``OVERRIDDEN`` and ``CALLED`` list

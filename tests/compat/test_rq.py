@@ -12,8 +12,9 @@ from rq import Queue
 from rq.worker import Worker
 
 from agentsite.compat import rq as rq_internals
+from agentsite.core.workers import RidesOutRedis
 from agentsite.management.commands.scheduler import Scheduler
-from jobs.worker import JobWorker, RidesOutRedis
+from jobs.worker import JobWorker
 from sessions.worker import TurnWorker
 from tests.compat.internals import assigned_attributes, method, module_tree, parameters
 

@@ -19,7 +19,7 @@ from rq.exceptions import StopRequested
 
 from agentsite.compat import rq as rq_internals
 from agentsite.core import telemetry
-from jobs.worker import OUTAGE_BACKOFF_MAX_S, REDIS_DOWN
+from agentsite.core.workers import OUTAGE_BACKOFF_MAX_S, REDIS_DOWN
 
 log = logging.getLogger(__name__)
 

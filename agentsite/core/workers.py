@@ -1,0 +1,135 @@
+"""What every RQ worker of agentsite shares: its main process outlives Redis.
+
+The tool workers (``jobs.worker.JobWorker``) and the turn worker
+(``sessions.worker.TurnWorker``) are built on ``RidesOutRedis``; the scheduler
+waits out an outage with the same errors and backoff.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import redis
+from rq import Queue
+from rq.exceptions import StopRequested
+from rq.job import Job as RqJob
+from rq.worker import BaseWorker
+
+from agentsite.compat import rq as rq_internals
+from agentsite.core import telemetry
+
+REDIS_DOWN = (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError)
+OUTAGE_BACKOFF_MAX_S = 10.0
+# How often a heartbeat also checks that Redis still lists the worker: often
+# enough for /healthz after Redis came back empty, not a round trip per job.
+REGISTRATION_CHECK_S = 2.0
+T = TypeVar("T")
+
+
+class RidesOutRedis(BaseWorker):
+    """A worker whose main process outlives a Redis outage of any length.
+
+    RQ's loop quits on the first Redis error outside its dequeue ("found an
+    unhandled exception, quitting"). Here each of the loop's Redis steps waits
+    for Redis with backoff instead. A heartbeat checks (at most every
+    ``REGISTRATION_CHECK_S``) that Redis still lists the worker and registers it
+    again if not (Redis came back empty, or was flushed), so ``/healthz`` and
+    the dashboards see it at once. Heartbeats
+    of running jobs are bookkeeping: a failed one is skipped, the job goes on.
+    Stopping never waits long on RQ's command listener (``unsubscribe``).
+    """
+
+    def _through_outage(self, step: Callable[[], T]) -> T:
+        wait = 0.5
+        while True:
+            try:
+                result = step()
+                if wait > 0.5:  # it had failed: Redis is back
+                    telemetry.reconnect_count("redis")
+                return result
+            except REDIS_DOWN as exc:
+                if rq_internals.stop_requested(self):
+                    raise StopRequested() from exc
+                self.log.warning(
+                    "Worker %s: Redis unreachable (%s); retrying in %.1fs", self.name, exc, wait
+                )
+                time.sleep(wait)
+                wait = min(wait * 2, OUTAGE_BACKOFF_MAX_S)
+
+    _registration_checked_at = float("-inf")
+
+    def _register_again_if_forgotten(self) -> None:
+        if self.is_horse or rq_internals.stop_requested(self):
+            return
+        now = time.monotonic()
+        if now - self._registration_checked_at < REGISTRATION_CHECK_S:
+            return
+        self._registration_checked_at = now
+        if not self.connection.sismember(self.redis_workers_keys, self.key):
+            self.connection.delete(self.key)
+            self.register_birth()  # type: ignore[no-untyped-call]  # RQ is unannotated
+            self.log.info("Worker %s: Redis had forgotten this worker; registered again", self.name)
+
+    def heartbeat(self, timeout: int | None = None, pipeline: Any = None) -> None:
+        if pipeline is not None:  # part of a bigger write, whose caller handles errors
+            super().heartbeat(timeout, pipeline)
+            return
+
+        def beat() -> None:
+            super(RidesOutRedis, self).heartbeat(timeout)
+            self._register_again_if_forgotten()
+
+        self._through_outage(beat)
+
+    def check_for_suspension(self, burst: bool) -> None:
+        self._through_outage(lambda: super(RidesOutRedis, self).check_for_suspension(burst))
+
+    def run_maintenance_tasks(self) -> None:
+        self._through_outage(
+            lambda: super(RidesOutRedis, self).run_maintenance_tasks()  # type: ignore[no-untyped-call]
+        )
+
+    def dequeue_job_and_maintain_ttl(
+        self, timeout: int | None, max_idle_time: int | None = None
+    ) -> tuple[RqJob, Queue] | None:
+        return self._through_outage(
+            lambda: super(RidesOutRedis, self).dequeue_job_and_maintain_ttl(timeout, max_idle_time)
+        )
+
+    def maintain_heartbeats(self, job: RqJob, execution: Any) -> None:
+        try:
+            super().maintain_heartbeats(job, execution)
+        except REDIS_DOWN as exc:
+            self.log.warning("Worker %s: heartbeat of job %s skipped (%s)", self.name, job.id, exc)
+
+    def unsubscribe(self) -> None:
+        """Stop listening for RQ's worker commands, in about a second at most.
+
+        RQ unsubscribes, then stops the listener thread, whose ``stop()`` (redis-py
+        8.2) waits for it without a limit. A listener that read the unsubscribe
+        reply before that stop sleeps in ``get_message`` for up to RQ's 60 s
+        ``sleep_time``, so a worker asked to stop took up to a minute more to exit,
+        past the patience of most process managers. Here the listener is told to
+        end first, so the reply wakes a thread that then ends; the wait for it is
+        bounded, and it is a daemon thread either way.
+        """
+        listener = self.pubsub_thread
+        if listener is None:
+            return
+        channel = self.pubsub_channel_name
+        self.log.info("Worker %s: unsubscribing from channel %s", self.name, channel)
+        listener.stop(timeout=0)
+        try:
+            self.pubsub.unsubscribe()
+        finally:
+            listener.join(timeout=1)
+            if listener.is_alive():  # it closes the connection itself when it ends
+                self.pubsub.close()
+
+    def teardown(self) -> None:
+        try:
+            super().teardown()  # type: ignore[no-untyped-call]  # RQ is unannotated
+        except REDIS_DOWN as exc:  # stopping during an outage: Redis drops us by TTL
+            self.log.warning("Worker %s: could not register its end (%s)", self.name, exc)
