@@ -17,6 +17,7 @@ from agentsite.credentials import Credential, CredentialRevoked
 from agentsite.models import ApiToken
 from sessions import streams
 from sessions.payloads import SessionEventMessage
+from sessions.streams import credential_watch
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -112,8 +113,8 @@ def reads(monkeypatch: pytest.MonkeyPatch) -> list[Credential]:
         done.append(credential)
         return real(credential)
 
-    monkeypatch.setattr(streams, "credential_holds", counted)
-    streams._confirmed.clear()
+    monkeypatch.setattr(credential_watch, "credential_holds", counted)
+    credential_watch._confirmed.clear()
     return done
 
 
@@ -160,4 +161,4 @@ async def test_a_revoked_credential_ends_every_follower_sharing_the_read(
         )
     assert all(isinstance(result, CredentialRevoked) for result in results)
     assert reads == [credential]
-    assert credential not in streams._confirmed
+    assert credential not in credential_watch._confirmed
