@@ -324,7 +324,7 @@ class ResponseProjection:
             "type": "mcp_call",
             "server_label": SERVER_LABEL,
             "name": str(payload.get("name", "")),
-            "arguments": json.dumps(payload.get("input") or {}),
+            "arguments": _json(payload.get("input") or {}),
             "output": None,
             "error": None,
             "status": "in_progress",
@@ -339,7 +339,7 @@ class ResponseProjection:
         turn ends on it, and the client's output comes with a later response)."""
         self._message_close(run_id, "completed")
         index = len(self.output)
-        arguments = json.dumps(payload.get("input") or {})
+        arguments = _json(payload.get("input") or {})
         item = {
             "id": f"fc_{self.header.id[5:]}_{seq}",
             "type": "function_call",
@@ -483,7 +483,13 @@ class ResponseProjection:
 
 
 def _output_text(output: Any) -> str:
-    return output if isinstance(output, str) else json.dumps(output, default=str)
+    return output if isinstance(output, str) else _json(output)
+
+
+def _json(value: Any) -> str:
+    """JSON text with its keys sorted: a live event's payload keeps the order it was written
+    in, PostgreSQL's jsonb gives it back in its own, and a replay must match what was sent."""
+    return json.dumps(value, sort_keys=True, default=str)
 
 
 def _error_text(error: Any) -> str:
