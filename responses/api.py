@@ -31,7 +31,7 @@ from pydantic import ValidationError
 from redis.exceptions import RedisError
 
 from agentsite.auth import api_token_for
-from agentsite.core.errors import DomainError, NotFound, QuotaExceeded
+from agentsite.core.errors import Conflict, DomainError, NotFound, QuotaExceeded
 from agentsite.credentials import Credential, CredentialRevoked
 from agentsite.http import NestedTooDeep, contains_nul, json_body
 from agentsite.models import ApiToken
@@ -98,6 +98,8 @@ def domain_error(exc: DomainError) -> ApiError:
         return ApiError(404, exc.message, param=param, code=None)
     if isinstance(exc, QuotaExceeded):
         return ApiError(429, exc.message, code=exc.code, retry_after_s=exc.retry_after_s)
+    if isinstance(exc, Conflict):  # a request decided already, or expired
+        return ApiError(409, exc.message, param=param, code=exc.code)
     return ApiError(400, exc.message, param=param, code=exc.code)
 
 

@@ -25,7 +25,9 @@ class AgentResponse(models.Model):
     session = models.ForeignKey(
         "agent_sessions.AgentSession", on_delete=models.CASCADE, related_name="responses"
     )
-    # The user_message event that carries the input: the response's first trigger.
+    # Where the response's input starts in the log: the user_message event that carries
+    # it, or, when the input decides requests, the first decision's event (the message,
+    # if any, follows in the same transaction).
     input_seq = models.PositiveBigIntegerField()
     # The input items as the client sent them (for GET …/input_items).
     input_items = models.JSONField(default=list)

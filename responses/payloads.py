@@ -1,5 +1,6 @@
 """The request bodies of ``/v1/responses`` and how their input and tools become one user
-message: its text, the client's function tools, and its outputs of earlier function calls."""
+message: its text, the client's function tools, and its outputs of earlier function calls;
+and the input's decisions on the agent's requests (``mcp_approval_response`` items)."""
 
 from __future__ import annotations
 
@@ -50,6 +51,10 @@ def input_items(raw: str | list[dict[str, Any]]) -> list[dict[str, Any]]:
             items.append(_function_call_output(item, f"input[{n}]"))
         elif kind == "function_call":
             items.append(_function_call(item, f"input[{n}]"))
+        elif kind == "mcp_approval_response":
+            items.append(_approval_response(item, f"input[{n}]"))
+        elif kind == "mcp_approval_request":
+            items.append(_approval_request(item, f"input[{n}]"))
         else:
             raise invalid(f"input[{n}].type", f"Input items of type {kind!r} are not supported.")
     if not items:
@@ -83,6 +88,40 @@ def _function_call(item: dict[str, Any], param: str) -> dict[str, Any]:
     return {"type": "function_call", **fields}
 
 
+def _approval_response(item: dict[str, Any], param: str) -> dict[str, Any]:
+    """A decision on one of the agent's requests (an ``mcp_approval_request`` item)."""
+    request_id = item.get("approval_request_id")
+    if not isinstance(request_id, str) or not request_id:
+        raise invalid(
+            f"{param}.approval_request_id",
+            "An mcp_approval_response needs the approval_request_id it answers.",
+        )
+    approve = item.get("approve")
+    if not isinstance(approve, bool):
+        raise invalid(f"{param}.approve", "approve must be true or false.")
+    reason, item_id = item.get("reason"), item.get("id")
+    if reason is not None and not isinstance(reason, str):
+        raise invalid(f"{param}.reason", "reason must be a string.")
+    if item_id is not None and not isinstance(item_id, str):
+        raise invalid(f"{param}.id", "id must be a string.")
+    decision: dict[str, Any] = {
+        "type": "mcp_approval_response",
+        "approval_request_id": request_id,
+        "approve": approve,
+        "reason": reason,
+    }
+    return decision | ({"id": item_id} if item_id else {})
+
+
+def _approval_request(item: dict[str, Any], param: str) -> dict[str, Any]:
+    """A request the agent made, sent back as history (the session has it already)."""
+    fields = {key: item.get(key) for key in ("id", "name", "arguments", "server_label")}
+    for key, value in fields.items():
+        if not isinstance(value, str):
+            raise invalid(f"{param}.{key}", f"An mcp_approval_request needs its {key} string.")
+    return {"type": "mcp_approval_request", **fields}
+
+
 def _message_item(item: dict[str, Any], param: str) -> dict[str, Any]:
     role = item.get("role")
     if role not in ("user", "assistant", "system", "developer"):
@@ -113,14 +152,14 @@ def input_text(items: list[dict[str, Any]]) -> str:
     Only the user's words make the message; an assistant message or a function
     call in the input is history the session already has, system or developer
     text is the session's prompt, and function outputs are the calls' results
-    (``tool_results``). An input of function outputs alone has no text.
+    (``tool_results``). An input of function outputs or decisions alone has no text.
     """
     texts: list[str] = []
     for item in items:
         if item["type"] == "message" and item["role"] == "user":
             texts.extend(part["text"] for part in item["content"] if part["text"].strip())
     text = "\n\n".join(texts).strip()
-    if not text and not tool_results(items):
+    if not text and not tool_results(items) and not approval_responses(items):
         raise invalid("input", "The input has no user text.", "empty_input")
     size = len(text) + sum(len(result["output"]) for result in tool_results(items))
     if size > MAX_INPUT_CHARS or "\x00" in text:
@@ -135,6 +174,20 @@ def tool_results(items: list[dict[str, Any]]) -> list[ClientToolResult]:
         for item in items
         if item["type"] == "function_call_output"
     ]
+
+
+def posts_message(items: list[dict[str, Any]]) -> bool:
+    """Whether the input is a message to the agent: user text, or function outputs.
+
+    An input of decisions alone (``mcp_approval_response``) posts none: what the
+    agent hears of them is their consequence (the job's end, the answer).
+    """
+    return bool(input_text(items)) or bool(tool_results(items))
+
+
+def approval_responses(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The input's decisions on the agent's requests, in order."""
+    return [item for item in items if item["type"] == "mcp_approval_response"]
 
 
 def function_tools(raw: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -30,6 +30,15 @@ The model's text becomes ``message`` items, agentsite's tool calls ``mcp_call``
 items, and its calls of the client's function tools (``tool_call`` events marked
 ``client``) ``function_call`` items: the turn ends on such a call, and with it,
 as nothing else waits, the response.
+
+A request of one of its runs for the user's answer (``approval_requested``)
+becomes an ``mcp_approval_request`` item; a call held for approval does not hold
+the response open, whose job is then no longer its own: it belongs to the
+response that carries the decision (``Header.decides``). Such a response's
+triggers are its decisions' consequences: the job's final event, or the answer
+to a question in the inbox; its input message, when it has one, is the first
+``user_message`` from ``input_seq`` on (its decisions are logged just before it,
+in the same transaction).
 """
 
 from __future__ import annotations
@@ -79,6 +88,9 @@ class Header:
     input_seq: int
     cancel_seq: int | None
     tools: list[dict[str, Any]] = field(default_factory=list)
+    # Whether the input posted a user message; the requests its input decided.
+    posts_message: bool = True
+    decides: tuple[str, ...] = ()
 
 
 @dataclass
@@ -99,6 +111,10 @@ class ResponseProjection:
     live_jobs: set[str] = field(default_factory=set)
     job_ends: dict[str, dict[str, Any]] = field(default_factory=dict)
     not_members: set[str] = field(default_factory=set)
+    # Jobs behind a request of one of its runs: not its own unless it decides them.
+    gated: set[str] = field(default_factory=set)
+    requests: dict[str, str] = field(default_factory=dict)  # tool call id → request id
+    message_due: bool = False  # its input message is yet to be read
     output: list[dict[str, Any]] = field(default_factory=list)
     messages: dict[str, _Message] = field(default_factory=dict)  # run → its open message
     calls: dict[tuple[str, str], int] = field(default_factory=dict)  # (run, call id) → item
@@ -112,7 +128,7 @@ class ResponseProjection:
     final: dict[str, Any] | None = None
 
     def __post_init__(self) -> None:
-        self.triggers.add(self.header.input_seq)
+        self.message_due = self.header.posts_message
         self.position = self.header.input_seq - 1
         self.cancel_seq = self.header.cancel_seq
         self._emit("response.created", response=self.response())
@@ -197,7 +213,14 @@ class ResponseProjection:
                 return
         self.position = seq
         kind, payload, run_id = event["kind"], event["payload"] or {}, event.get("run_id")
-        if kind == "run_started":
+        if kind == "user_message" and self.message_due:
+            self.message_due = False
+            self.triggers.add(seq)
+        elif kind == "approval_decided":
+            self._approval_decided(payload, seq)
+        elif kind == "approval_requested":
+            self._approval_requested(payload, seq)
+        elif kind == "run_started":
             self._run_started(str(payload.get("run_id") or run_id), seq)
         elif kind == "job_event":
             self._job_event(payload, seq)
@@ -242,6 +265,8 @@ class ResponseProjection:
 
     def _job_event(self, payload: dict[str, Any], seq: int) -> None:
         job_id = str(payload.get("job_id", ""))
+        if job_id in self.gated:
+            return
         if job_id not in self.jobs:
             if self.facts.job_run(job_id) not in self.members:
                 return
@@ -324,7 +349,7 @@ class ResponseProjection:
             "type": "mcp_call",
             "server_label": SERVER_LABEL,
             "name": str(payload.get("name", "")),
-            "arguments": json.dumps(payload.get("input") or {}),
+            "arguments": _json(payload.get("input") or {}),
             "output": None,
             "error": None,
             "status": "in_progress",
@@ -339,7 +364,7 @@ class ResponseProjection:
         turn ends on it, and the client's output comes with a later response)."""
         self._message_close(run_id, "completed")
         index = len(self.output)
-        arguments = json.dumps(payload.get("input") or {})
+        arguments = _json(payload.get("input") or {})
         item = {
             "id": f"fc_{self.header.id[5:]}_{seq}",
             "type": "function_call",
@@ -365,6 +390,9 @@ class ResponseProjection:
             error = output.get("error") if isinstance(output, dict) else None
             self._call_done(index, error=_error_text(error or output))
             return
+        request_id = self.requests.pop(str(payload.get("tool_call_id", "")), None)
+        if request_id is not None:
+            self.output[index]["approval_request_id"] = request_id
         started = isinstance(output, dict) and output.get("status") == "queued"
         job_id = output.get("job_id") if isinstance(output, dict) else None
         if started and isinstance(job_id, str):
@@ -376,6 +404,80 @@ class ResponseProjection:
                 self.live_jobs.add(job_id)
             return
         self._call_done(index, output=_output_text(output))
+
+    def _approval_requested(self, payload: dict[str, Any], seq: int) -> None:
+        """A request of one of its runs: an ``mcp_approval_request`` item, complete at once.
+
+        A question (``ask_user``) is one too, named ``ask_user``, with the question and
+        the JSON schema of its answer as arguments. The call's job waits behind the
+        request and no longer holds the response open.
+        """
+        run_id = payload.get("run_id")
+        if run_id not in self.members:
+            return
+        job_id = payload.get("job_id")
+        if job_id:
+            self.gated.add(str(job_id))
+            self.live_jobs.discard(str(job_id))
+        self.requests[str(payload.get("tool_call_id", ""))] = str(payload["id"])
+        self._message_close(str(run_id), "completed")
+        if payload.get("kind") == "question":
+            name = "ask_user"
+            arguments = {
+                "question": payload.get("question", ""),
+                "answer_schema": payload.get("answer_schema") or {},
+            }
+        else:
+            name, arguments = str(payload.get("tool", "")), payload.get("arguments") or {}
+        index = len(self.output)
+        item = {
+            "id": str(payload["id"]),
+            "type": "mcp_approval_request",
+            "server_label": SERVER_LABEL,
+            "name": name,
+            "arguments": _json(arguments),
+        }
+        self.output.append(item)
+        self._emit("response.output_item.added", output_index=index, item=dict(item))
+        self._emit("response.output_item.done", output_index=index, item=dict(item))
+
+    def _approval_decided(self, payload: dict[str, Any], seq: int) -> None:
+        """One of its input's decisions: what follows from it is what it waits for.
+
+        An approved call's job is its own, as an ``mcp_call`` item that lasts as long as
+        the job; a refused call's job ends cancelled, which the agent is told of; a
+        question's answer waits in the inbox for the agent.
+        """
+        if payload.get("id") not in self.header.decides:
+            return
+        if self.status == "queued":
+            self.status = "in_progress"
+            self._emit("response.in_progress", response=self.response())
+        job_id = payload.get("job_id")
+        if payload.get("kind") == "question" or not job_id:
+            self.triggers.add(seq)
+            return
+        job_id = str(job_id)
+        index = None
+        if payload.get("status") in ("approved", "edited"):
+            index = len(self.output)
+            arguments = payload.get("edited_arguments") or payload.get("arguments") or {}
+            item = {
+                "id": f"mcp_{self.header.id[5:]}_{seq}",
+                "type": "mcp_call",
+                "server_label": SERVER_LABEL,
+                "name": str(payload.get("tool", "")),
+                "arguments": _json(arguments),
+                "output": None,
+                "error": None,
+                "status": "in_progress",
+                "approval_request_id": str(payload["id"]),
+            }
+            self.output.append(item)
+            self._emit("response.output_item.added", output_index=index, item=dict(item))
+            self._emit("response.mcp_call.in_progress", item_id=item["id"], output_index=index)
+        self.jobs[job_id] = index
+        self.live_jobs.add(job_id)
 
     def _job_item_done(self, index: int, payload: dict[str, Any]) -> None:
         if payload.get("status") == "done":
@@ -483,7 +585,13 @@ class ResponseProjection:
 
 
 def _output_text(output: Any) -> str:
-    return output if isinstance(output, str) else json.dumps(output, default=str)
+    return output if isinstance(output, str) else _json(output)
+
+
+def _json(value: Any) -> str:
+    """JSON text with its keys sorted: a live event's payload keeps the order it was written
+    in, PostgreSQL's jsonb gives it back in its own, and a replay must match what was sent."""
+    return json.dumps(value, sort_keys=True, default=str)
 
 
 def _error_text(error: Any) -> str:

@@ -1,19 +1,21 @@
 """Responses over sessions: create one (a user message in a session), read, cancel, delete.
 
-A response is a user message posted to a session plus everything the agent
-does about it (``responses.projection`` says which runs and jobs that is);
-its status and output are always derived from the session's log.
+A response is a user message posted to a session, or decisions on the agent's
+requests in it (``mcp_approval_response``), plus everything the agent does
+about them (``responses.projection`` says which runs and jobs that is); its
+status and output are always derived from the session's log.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable
 from typing import Any
 
 from django.db import transaction
 from django.utils import timezone
 
-from agentsite.core.errors import Invalid, NotFound
+from agentsite.core.errors import Conflict, Invalid, NotFound
 from agentsite.core.ids import is_id
 from agentsite.core.queries import get_or_none
 from jobs.lifecycle import job_request_cancel
@@ -21,17 +23,20 @@ from jobs.models import Job
 from responses.models import AgentResponse
 from responses.payloads import (
     ResponseCreate,
+    approval_responses,
     client_tools,
     function_tools,
     input_items,
     input_text,
     invalid,
+    posts_message,
     system_text,
     tool_results,
 )
 from responses.projection import Header, ResponseProjection
+from sessions.approvals import approval_decide, approval_for
 from sessions.llm.names import OFFLINE, SCRIPTED, is_anthropic
-from sessions.models import AgentSession, Event, Run
+from sessions.models import AgentSession, Approval, Event, Run
 from sessions.runs import run_request_cancel
 from sessions.services import SessionNotFound, message_post, model_check, session_create
 
@@ -63,15 +68,26 @@ def response_create(*, owner: Any, request: ResponseCreate) -> AgentResponse:
     """Post the input as a user message: to the previous response's session, or a new one.
 
     The request's function tools go with the message as the client's tools, its
-    function outputs as the answers to the model's calls of them.
+    function outputs as the answers to the model's calls of them. Its decisions
+    (``mcp_approval_response``) are taken first, in the previous response's
+    session; an input of decisions alone posts no message (the response is then
+    what the agent does about their consequences).
     """
     session_model = model_for_session(request.model)
     items = input_items(request.input)
     text = input_text(items)
     tools = function_tools(request.tools)
     answers = tool_results(items)
+    decisions = approval_responses(items)
     if answers and not request.previous_response_id:
         raise _unknown_call(items, answers[0]["tool_call_id"])
+    if decisions and not request.previous_response_id:
+        raise invalid(
+            "previous_response_id",
+            "An mcp_approval_response decides a request of the previous response's session:"
+            " send previous_response_id.",
+            "missing_required_parameter",
+        )
     instructions = "\n\n".join(t for t in (request.instructions or "", system_text(items)) if t)
     with transaction.atomic():
         if request.previous_response_id:
@@ -80,20 +96,30 @@ def response_create(*, owner: Any, request: ResponseCreate) -> AgentResponse:
         else:
             # Titled from its first message by message_post, as every session is.
             session = session_create(owner=owner, model=session_model, system_prompt=instructions)
-        try:
-            event, _ = message_post(
-                session=session, text=text, client_tools=client_tools(tools), tool_results=answers
-            )
-        except SessionNotFound as exc:
-            raise invalid(
-                "previous_response_id", "The previous response's session was deleted."
-            ) from exc
-        except Invalid as exc:
-            raise _refused(exc, items) from exc
+        # Decisions before the message: each locks its job, then the session (the order a
+        # job's own end takes them); the message then finds the session locked already.
+        input_seq = _decide(owner=owner, session=session, items=items)
+        if posts_message(items):
+            try:
+                event, _ = message_post(
+                    session=session,
+                    text=text,
+                    client_tools=client_tools(tools),
+                    tool_results=answers,
+                )
+            except SessionNotFound as exc:
+                raise invalid(
+                    "previous_response_id", "The previous response's session was deleted."
+                ) from exc
+            except Invalid as exc:
+                raise _refused(exc, items) from exc
+            input_seq = event.seq if input_seq is None else input_seq
+        if input_seq is None:  # no message and no decision: input_text refused it already
+            raise invalid("input", "The input has no user text.", "empty_input")
         return AgentResponse.objects.create(
             owner=owner,
             session=session,
-            input_seq=event.seq,
+            input_seq=input_seq,
             input_items=items,
             model=request.model.strip(),
             instructions=instructions,
@@ -102,6 +128,87 @@ def response_create(*, owner: Any, request: ResponseCreate) -> AgentResponse:
             background=request.background,
             previous_response_id=request.previous_response_id or "",
         )
+
+
+def _decide(*, owner: Any, session: AgentSession, items: list[dict[str, Any]]) -> int | None:
+    """Take the input's decisions, as ``owner``; the seq of the first one's event in the log.
+
+    A request of another session, another user's or an unknown one is a 400 naming
+    the item; one decided already, or expired, a ``Conflict``.
+    """
+    first_seq = None
+    for n, item in enumerate(items):
+        if item["type"] != "mcp_approval_response":
+            continue
+        param = f"input[{n}]"
+        approval = _request_of(owner, session, item["approval_request_id"], param)
+        _decision_take(owner, approval, item, param)
+        if first_seq is None:
+            first_seq = (
+                Event.objects.filter(
+                    session_id=session.pk,
+                    kind=Event.Kind.APPROVAL_DECIDED,
+                    payload__id=approval.id,
+                )
+                .values_list("seq", flat=True)
+                .first()
+            )
+    return first_seq
+
+
+def _request_of(owner: Any, session: AgentSession, approval_id: str, param: str) -> Approval:
+    approval: Approval | None
+    try:
+        approval = approval_for(owner=owner, approval_id=approval_id)
+    except NotFound:
+        approval = None
+    if approval is None or approval.session_id != session.pk:
+        raise invalid(
+            f"{param}.approval_request_id",
+            f"No approval request with id {approval_id!r} in this conversation: answer an"
+            " mcp_approval_request of the response given as previous_response_id.",
+            "unknown_approval_request",
+        )
+    return approval
+
+
+def _decision_take(owner: Any, approval: Approval, item: dict[str, Any], param: str) -> None:
+    """Approve or reject a tool call; answer or refuse a question (its answer in ``reason``:
+    text, or JSON where the question's schema wants something else)."""
+    reason = item.get("reason") or ""
+    try:
+        if not item["approve"]:
+            approval_decide(approval=approval, by=owner, decision="reject", reason=reason)
+        elif approval.kind == Approval.Kind.APPROVAL:
+            approval_decide(approval=approval, by=owner, decision="approve")
+        elif not reason.strip():
+            raise invalid(
+                f"{param}.reason",
+                "A question is answered in reason (text, or JSON that meets its answer_schema).",
+                "answer_required",
+            )
+        else:
+            _answer(owner, approval, reason)
+    except Invalid as exc:
+        if isinstance(exc.details, dict) and "param" in exc.details:
+            raise
+        raise invalid(f"{param}.reason", exc.message, exc.code) from exc
+    except Conflict as exc:
+        details = {"param": f"{param}.approval_request_id", "request": exc.details}
+        raise Conflict(exc.code, exc.message, details) from exc
+
+
+def _answer(owner: Any, approval: Approval, reason: str) -> None:
+    """The answer as the text itself, else as the JSON it holds (a refused answer writes
+    nothing, so the second try is a first one)."""
+    try:
+        approval_decide(approval=approval, by=owner, decision="answer", answer=reason)
+    except Invalid as exc:
+        try:
+            parsed = json.loads(reason)
+        except ValueError:
+            raise exc from None
+        approval_decide(approval=approval, by=owner, decision="answer", answer=parsed)
 
 
 def _refused(exc: Invalid, items: list[dict[str, Any]]) -> Invalid:
@@ -225,6 +332,8 @@ def projection_start(response: AgentResponse) -> ResponseProjection:
         input_seq=response.input_seq,
         cancel_seq=response.cancel_seq,
         tools=response.tools,
+        posts_message=posts_message(response.input_items),
+        decides=tuple(d["approval_request_id"] for d in approval_responses(response.input_items)),
     )
     return ResponseProjection(header=header, facts=LogFacts())
 

@@ -197,3 +197,72 @@ def test_a_turn_that_takes_two_responses_inputs_is_in_both() -> None:
     read(other, events[1:])
     assert mine.output_text() == other.output_text() == "Both answered."
     assert mine.status == other.status == "completed"
+
+
+def approval_log() -> list[dict[str, Any]]:
+    """run_a's call of run_tests waits for approval (job_1 behind apr_1); a later response
+    approves it (13), the job runs and its end (15) is reported by run_b."""
+    request: dict[str, Any] = {"id": "apr_1", "kind": "approval", "run_id": "run_a"}
+    request |= {"tool_call_id": "t1"}
+    request |= {"tool": "run_tests", "arguments": {"path": "tests"}, "job_id": "job_1"}
+    waiting = {"job_id": "job_1", "status": "awaiting_approval", "approval_id": "apr_1"}
+    return log(
+        ("user_message", {"text": "run the tests"}, None),  # 3
+        ("run_started", {"run_id": "run_a"}, "run_a"),  # 4
+        ("tool_call", {"id": "t1", "name": "start_run_tests", "input": {}}, "run_a"),  # 5
+        ("job_event", {"job_id": "job_1", "status": "queued"}, None),  # 6
+        ("approval_requested", {**request, "status": "pending"}, None),  # 7
+        ("tool_result", {"tool_call_id": "t1", "output": waiting}, "run_a"),  # 8
+        ("assistant_delta", {"text": "It waits for your approval."}, "run_a"),  # 9
+        ("assistant_message", {"text": "It waits for your approval."}, "run_a"),  # 10
+        ("run_finished", {"run_id": "run_a", "status": "completed"}, "run_a"),  # 11
+        ("user_message", {"text": "meanwhile, from the browser"}, None),  # 12
+        ("approval_decided", {**request, "status": "approved"}, None),  # 13
+        ("job_event", {"job_id": "job_1", "status": "running"}, None),  # 14
+        ("job_event", {"job_id": "job_1", "status": "done", "summary": "31 passed"}, None),  # 15
+        ("run_started", {"run_id": "run_b"}, "run_b"),  # 16
+        ("assistant_message", {"text": "The tests finished."}, "run_b"),  # 17
+        ("run_finished", {"run_id": "run_b", "status": "completed"}, "run_b"),  # 18
+    )
+
+
+def test_a_request_ends_its_response_and_the_deciding_response_reports_the_job() -> None:
+    facts = Facts(batches={"run_a": {3}, "run_b": {12, 15}}, jobs={"job_1": "run_a"})
+    events = approval_log()
+    asking = projection(facts)
+    read(asking, events)
+    assert asking.status == "completed" and asking.members == {"run_a"}
+    call, request, told = asking.response()["output"]
+    assert request == {
+        "id": "apr_1",
+        "type": "mcp_approval_request",
+        "server_label": "agentsite",
+        "name": "run_tests",
+        "arguments": '{"path": "tests"}',
+    }
+    assert call["status"] == "completed" and call["approval_request_id"] == "apr_1"
+    assert told["type"] == "message"
+
+    header = {**asking.header.__dict__, "id": "resp_decides", "input_seq": 13}
+    deciding = ResponseProjection(
+        header=Header(**header | {"posts_message": False, "decides": ("apr_1",)}),
+        facts=facts,  # type: ignore[arg-type]
+    )
+    whole = read(deciding, events[10:])
+    assert deciding.status == "completed" and deciding.members == {"run_b"}
+    ran, report = deciding.response()["output"]
+    assert report["type"] == "message" and ran["status"] == "completed"
+    assert (ran["name"], ran["output"], ran["approval_request_id"]) == (
+        "run_tests",
+        "31 passed",
+        "apr_1",
+    )
+    assert deciding.output_text() == "The tests finished."
+    # Read live, event by event, the same stream.
+    live = ResponseProjection(header=deciding.header, facts=facts)  # type: ignore[arg-type]
+    pieces: list[StreamEvent] = []
+    for event in events[10:]:
+        live.feed(event)
+        live.caught_up(event["seq"])
+        pieces.extend(live.take())
+    assert pieces == whole
