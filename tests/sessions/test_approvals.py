@@ -47,12 +47,11 @@ def ask_for_tests(user: Any) -> tuple[AgentSession, Approval, Job]:
 
 
 def decide(client: Client, approval_id: str, key: str = "", **body: Any) -> Any:
-    headers = {"HTTP_IDEMPOTENCY_KEY": key} if key else {}
     return client.post(
         f"/api/approvals/{approval_id}/decision",
         body,
         content_type="application/json",
-        **headers,
+        headers={"Idempotency-Key": key} if key else None,
     )
 
 
@@ -110,15 +109,14 @@ def test_rejecting_cancels_the_job_and_the_agent_is_told_why(
     wait_for_idle(session)
     cancelled = Event.objects.get(session=session, payload__event="job_cancelled")
     assert messages(session, cancelled.consumed_by) == [
-        f"The run_tests job {job.id} did not run. Not approved by {user.username}: "
-        "not on Fridays"
+        f"The run_tests job {job.id} did not run. Not approved by {user.username}: not on Fridays"
     ]
 
 
 def test_an_edit_runs_the_call_with_the_new_arguments_checked_like_the_models(
     user: Any, api_client: Client, rq_workers: Any
 ) -> None:
-    session, approval, job = ask_for_tests(user)
+    _session, approval, job = ask_for_tests(user)
 
     bad = decide(api_client, approval.id, decision="edit", arguments={"nope": 1})
     assert bad.status_code == 422 and bad.json()["error"]["code"] == "invalid_arguments"
@@ -137,7 +135,7 @@ def test_an_edit_runs_the_call_with_the_new_arguments_checked_like_the_models(
 def test_two_decisions_at_once_one_wins_and_the_other_is_told_the_winner(
     user: Any, rq_workers: Any
 ) -> None:
-    session, approval, job = ask_for_tests(user)
+    _session, approval, job = ask_for_tests(user)
     replies: list[Any] = []
     start = threading.Barrier(2)
 
@@ -196,7 +194,7 @@ def test_a_decision_after_expiry_is_refused_and_the_call_never_runs(
 
 
 def test_the_expiry_pass_ends_requests_past_their_time(user: Any, rq_workers: Any) -> None:
-    session, approval, job = ask_for_tests(user)
+    _session, approval, job = ask_for_tests(user)
     Approval.objects.filter(pk=approval.id).update(expires_at=timezone.now() - timedelta(1))
     assert approvals_expire() == 1
     assert approvals_expire() == 0
