@@ -154,11 +154,21 @@ class Peaks(threading.Thread):
             connections.close_all()
 
 
+def box_ticks() -> tuple[int, int]:
+    """(busy, all) CPU ticks of the whole machine so far, from /proc/stat."""
+    fields = [int(n) for n in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    idle = fields[3] + fields[4]  # idle, iowait
+    return sum(fields) - idle, sum(fields)
+
+
 def chat(
     serve: Serve, scratch: Path, tokens_path: Path, cfg: Settings, name: str
 ) -> tuple[Step, dict[str, int]]:
+    """One chat phase, with the most held while it ran; the step's CPU gains ``box``: the
+    whole machine's busy cores (others share it: their part is ``box`` less the rest)."""
     peaks = Peaks(serve.proc.pid)
     peaks.start()
+    busy, every = box_ticks()
     try:
         step = run_step(
             serve,
@@ -173,6 +183,8 @@ def chat(
     finally:
         peaks.done.set()
         peaks.join()
+    busy_after, every_after = box_ticks()
+    step.cpu["box"] = (busy_after - busy) / (every_after - every) * (os.cpu_count() or 1)
     return step, peaks.peak
 
 
@@ -396,7 +408,13 @@ def print_chat(name: str, step: Step, baseline: Step | None) -> None:
     ratio = ""
     if baseline is not None and baseline.ttft and step.ttft:
         ratio = f"{percentile(step.ttft, 0.95) / percentile(baseline.ttft, 0.95):.2f}x"
-    cpu = "  ".join(f"{role} {100 * share:.0f}%" for role, share in step.cpu.items())
+    cpu = "  ".join(
+        f"{role} {100 * share:.0f}%"
+        for role, share in step.cpu.items()
+        if role != "box" and share >= 0.01
+    )
+    ours = sum(share for role, share in step.cpu.items() if role != "box")
+    cpu += f"; others on the box {100 * max(0.0, step.cpu['box'] - ours):.0f}%"
     print(
         f"  {name:<28} {ms(step.ttft, 0.5):>8} {ms(step.ttft, 0.95):>8} {ratio:>7}"
         f" {f'{len(step.ttft)}/{step.messages}':>11} {len(step.errors):>7}   {cpu}",
