@@ -2,11 +2,12 @@
 
 Each user takes an API token of its own (``BENCH_LOAD_TOKENS``, a JSON list),
 opens a session and follows it over the websocket, then for
-``BENCH_LOAD_ACTIVE_S`` seconds: sends a message every 10-20 s, starts a 2-5 s
-``sleepy`` job in its session every minute, and polls that job while it runs
-and once it has ended. Afterwards it waits up to ``BENCH_LOAD_DRAIN_S`` for
-the replies and job ends it is owed, checks that the stored log holds nothing
-its websocket did not show, and stops.
+``BENCH_LOAD_ACTIVE_S`` seconds: sends a message every 10-20 s
+(``BENCH_LOAD_MESSAGE_EVERY_S``, "10,20"), starts a 2-5 s ``sleepy`` job in
+its session every minute (``BENCH_LOAD_JOB_EVERY_S``, 60; 0 starts none), and
+polls that job while it runs and once it has ended. Afterwards it waits up to
+``BENCH_LOAD_DRAIN_S`` for the replies and job ends it is owed, checks that the
+stored log holds nothing its websocket did not show, and stops.
 
 Measured here, in one process and one clock: time to first token (the message
 POST → the first ``assistant_delta`` of the run named in its answer, on the
@@ -40,8 +41,10 @@ TOKENS: list[str] = json.loads(open(os.environ["BENCH_LOAD_TOKENS"]).read())
 RESULTS_PATH = os.environ["BENCH_LOAD_RESULTS"]
 ACTIVE_S = float(os.environ.get("BENCH_LOAD_ACTIVE_S", "180"))
 DRAIN_S = float(os.environ.get("BENCH_LOAD_DRAIN_S", "30"))
-MESSAGE_EVERY_S = (10.0, 20.0)
-JOB_EVERY_S = 60.0
+MESSAGE_EVERY_S = tuple(
+    float(s) for s in os.environ.get("BENCH_LOAD_MESSAGE_EVERY_S", "10,20").split(",")
+)
+JOB_EVERY_S = float(os.environ.get("BENCH_LOAD_JOB_EVERY_S", "60"))
 JOB_SECONDS = (2.0, 5.0)
 TERMINAL_JOB_EVENTS = {"job_completed", "job_failed", "job_cancelled", "job_timed_out"}
 
@@ -100,7 +103,11 @@ class ChatUser(FastHttpUser):
         # Spread over a whole period: with jobs every minute on the dot, users that
         # all began within a few seconds would keep sending theirs in one burst.
         self.next_message = now + random.uniform(0, MESSAGE_EVERY_S[0])
-        self.next_job = now + random.uniform(5, max(5.0, min(5 + JOB_EVERY_S, ACTIVE_S / 2)))
+        self.next_job = (
+            now + random.uniform(5, max(5.0, min(5 + JOB_EVERY_S, ACTIVE_S / 2)))
+            if JOB_EVERY_S > 0
+            else math.inf
+        )
         self.polls: list[tuple[float, str]] = []  # (when, job id)
 
     def on_stop(self) -> None:

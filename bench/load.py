@@ -138,8 +138,12 @@ def memory_line(serve_pid: int) -> str:
 class Serve:
     """``manage.py serve`` on a free port, stopped (with everything it started) on exit."""
 
-    def __init__(self, scratch: Path) -> None:
+    def __init__(
+        self, scratch: Path, *, tool_workers: int = TOOL_WORKERS, turn_workers: int = TURN_WORKERS
+    ) -> None:
         self.scratch = scratch
+        self.tool_workers = tool_workers
+        self.turn_workers = turn_workers
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
 
@@ -154,7 +158,8 @@ class Serve:
         self.proc = subprocess.Popen(
             [
                 *(sys.executable, str(BASE_DIR / "manage.py"), "serve", "--port", str(self.port)),
-                *("--tool-workers", str(TOOL_WORKERS), "--turn-workers", str(TURN_WORKERS)),
+                *("--tool-workers", str(self.tool_workers)),
+                *("--turn-workers", str(self.turn_workers)),
             ],
             cwd=BASE_DIR,
             env=env,
@@ -210,7 +215,7 @@ class Step:
     tools_busy: float = 0.0  # share of the tool workers' time spent running jobs
 
 
-def tool_occupancy(step: Step, since: datetime, until: datetime) -> None:
+def tool_occupancy(step: Step, since: datetime, until: datetime, workers: int) -> None:
     """Which jobs found a tool worker free, and how busy the tool workers were.
 
     A job that arrives while every tool worker runs another waits for one to
@@ -226,39 +231,54 @@ def tool_occupancy(step: Step, since: datetime, until: datetime) -> None:
     )
     for created, started, _ in rows:
         running = sum(1 for _, s, f in rows if s <= created and (f is None or f > created))
-        if running < TOOL_WORKERS:
+        if running < workers:
             step.free_worker_wait.append((started - created).total_seconds())
     busy = sum((f - s).total_seconds() for _, s, f in rows if f is not None)
-    step.tools_busy = busy / ((until - since).total_seconds() * TOOL_WORKERS)
+    step.tools_busy = busy / ((until - since).total_seconds() * workers)
 
 
-def run_step(serve: Serve, scratch: Path, tokens_path: Path, users: int) -> Step:
-    results = scratch / f"results-{users}.json"
+def run_step(
+    serve: Serve,
+    scratch: Path,
+    tokens_path: Path,
+    users: int,
+    *,
+    active_s: float = STEP_S,
+    drain_s: float = DRAIN_S,
+    name: str = "",
+    env: dict[str, str] | None = None,
+) -> Step:
+    """``users`` Locust users for ``active_s`` (+ up to ``drain_s``); ``env`` reaches the
+    users (bench/_locust_users.py reads its pace there), ``name`` its files."""
+    name = name or str(users)
+    results = scratch / f"results-{name}.json"
     results.unlink(missing_ok=True)
     env = {
         **os.environ,
+        **(env or {}),
         "BENCH_LOAD_TOKENS": str(tokens_path),
         "BENCH_LOAD_RESULTS": str(results),
-        "BENCH_LOAD_ACTIVE_S": str(STEP_S),
-        "BENCH_LOAD_DRAIN_S": str(DRAIN_S),
+        "BENCH_LOAD_ACTIVE_S": str(active_s),
+        "BENCH_LOAD_DRAIN_S": str(drain_s),
     }
+    run_time = f"{active_s + drain_s + 15:.0f}s"
     argv = [
         *(sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "--headless"),
         *("--host", serve.url, "--users", str(users)),
-        *("--spawn-rate", str(max(1.0, users / 10)), "--run-time", f"{STEP_S + DRAIN_S + 15:.0f}s"),
+        *("--spawn-rate", str(max(1.0, users / 10)), "--run-time", run_time),
         *("--only-summary", "--exit-code-on-error", "0", "--loglevel", "WARNING"),
-        *("--csv", str(scratch / f"locust-{users}")),
+        *("--csv", str(scratch / f"locust-{name}")),
     ]
     pids = children(serve.proc.pid)
     table = parents()
     before = {role: cpu_s(pid, table) for role, pid in pids.items()}
     client_before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started, since = time.monotonic(), datetime.now(UTC)
-    with open(scratch / f"locust-{users}.log", "wb") as log:
+    with open(scratch / f"locust-{name}.log", "wb") as log:
         code = subprocess.call(argv, cwd=BASE_DIR, env=env, stdout=log, stderr=subprocess.STDOUT)
     elapsed = time.monotonic() - started
     step = Step(users)
-    tool_occupancy(step, since, datetime.now(UTC))
+    tool_occupancy(step, since, datetime.now(UTC), serve.tool_workers)
     table = parents()
     for role, pid in pids.items():
         try:
@@ -269,7 +289,7 @@ def run_step(serve: Serve, scratch: Path, tokens_path: Path, users: int) -> Step
     used = client.ru_utime + client.ru_stime - client_before.ru_utime - client_before.ru_stime
     step.cpu["locust"] = used / elapsed
     if code != 0 or not results.exists():
-        step.errors.append(f"locust exited with {code}; see {scratch / f'locust-{users}.log'}")
+        step.errors.append(f"locust exited with {code}; see {scratch / f'locust-{name}.log'}")
         return step
     data = json.loads(results.read_text())
     step.ttft, step.queue_wait = data["ttft"], data["queue_wait"]

@@ -48,7 +48,9 @@ from django.db.models import QuerySet
 from django.utils import timezone
 from redis.exceptions import RedisError
 from rq import Queue, worker_registration
+from rq.exceptions import NoSuchJobError
 from rq.job import Job as RqJob
+from rq.job import JobStatus
 
 from jobs.live import redis_connection
 from jobs.models import Job
@@ -315,6 +317,23 @@ def rq_enqueue(job_id: str, timeout_s: float, queue: Queue | None = None) -> Non
         failure_ttl=24 * 3600,
         meta={"timeout_s": timeout_s},  # the worker starts the job without reading it back
     )
+
+
+def rq_will_run(job_id: str) -> bool:
+    """Whether RQ still runs a job handed to it: it waits in ``tools``, or a worker started it.
+
+    Not when Redis forgot it (flushed); nor when it is ``queued`` in no queue: a worker
+    took it off (RQ's dequeue is a pop) and died before starting it, or RQ gave up on it.
+    """
+    connection = redis_connection()
+    try:
+        status = RqJob.fetch(job_id, connection=connection).get_status(refresh=False)
+    except NoSuchJobError:
+        return False
+    if status == JobStatus.QUEUED:
+        queue = django_rq.get_queue("tools", connection=connection)
+        return queue.get_job_position(job_id) is not None
+    return status in (JobStatus.STARTED, JobStatus.FINISHED)
 
 
 def rq_forget(job_id: str) -> None:

@@ -15,20 +15,20 @@ from django.conf import settings
 from django.db import connections
 from django.db.models import Q
 from django.utils import timezone
-from rq.job import Job as RqJob
 
 from agentsite.core.periodic import PeriodicTask
 from jobs import dispatch, lifecycle, retention, services, webhooks
 from jobs.handoff import connections_detach_inherited
 from jobs.heartbeat import stop_horse
 from jobs.lifecycle import JobTransitionError
-from jobs.live import redis_connection
 from jobs.models import Job
 
 log = logging.getLogger(__name__)
 
-# A queued job RQ has not heard of this long after it was handed over is re-enqueued
-# (Redis lost it), keeping its slot. Only the moment between a commit and its enqueue is raced.
+# A queued job RQ will not run this long after it was handed over is re-enqueued (Redis
+# lost it, or the worker that took it died), keeping its slot. Only the moment between a
+# commit and its enqueue, and a live worker's between its dequeue and the job's start, are
+# raced; a second copy of a job is harmless (its start is a compare-and-set: it is refused).
 REQUEUE_AFTER_S = 5
 
 
@@ -99,12 +99,13 @@ def waiting_jobs_release() -> int:
 
 
 def lost_enqueues_repeat() -> int:
-    """Queued jobs handed to RQ a while ago that Redis no longer knows (it was flushed)."""
+    """Queued jobs handed to RQ a while ago that RQ will not run: Redis no longer knows
+    them (it was flushed), or a worker took one off the queue and died before starting it."""
     before = timezone.now() - timedelta(seconds=REQUEUE_AFTER_S)
     candidates = Job.objects.filter(status=Job.Status.QUEUED, enqueued_at__lt=before)
     count = 0
     for job_id, timeout_s in candidates.values_list("id", "timeout_s")[:100]:
-        if not RqJob.exists(job_id, connection=redis_connection()):
+        if not dispatch.rq_will_run(job_id):
             dispatch.rq_enqueue(job_id, timeout_s)
             count += 1
     return count

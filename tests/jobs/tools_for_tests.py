@@ -12,6 +12,7 @@ import threading
 import time
 from typing import Any
 
+import django_rq
 from pydantic import BaseModel, Field
 
 from jobs.registry import ToolContext, tool
@@ -109,3 +110,12 @@ def clock(args: NoArgs, ctx: ToolContext) -> dict[str, Any]:
 
 def raw_noop() -> None:
     """A plain RQ function that does nothing: the benchmark's baseline."""
+
+
+def raw_wait_while(key: str, limit_s: float = 600) -> None:
+    """A plain RQ function that keeps its worker busy while ``key`` exists in Redis (at
+    most ``limit_s``): deleting the key, or flushing Redis, lets the worker go."""
+    connection = django_rq.get_connection("default")
+    until = time.monotonic() + limit_s
+    while connection.exists(key) and time.monotonic() < until:
+        time.sleep(0.05)
