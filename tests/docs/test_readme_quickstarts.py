@@ -23,9 +23,11 @@ from typing import Any
 
 import httpx
 import pytest
+from django.contrib.auth import get_user_model
 from django.core.management import call_command
 
 from agentsite import settings as project_settings
+from sessions.models import ToolApprovalRule
 from tests.conftest import BASE_DIR, Processes, subprocess_env
 from tests.sessions.test_stream_clients import daphne_serve
 
@@ -158,6 +160,9 @@ def test_the_openai_quickstart_runs_the_tests_in_the_background(
     block = readme_block("openai")
     shown = re.search(r"print\(response.output_text\)  # … (.+)$", block, re.M)
     assert shown is not None
+    # As a fresh install asks (the suite's setting lets agents run tools at once).
+    admin = get_user_model().objects.get(username=admin_login[0])
+    ToolApprovalRule.objects.create(user=admin, tool="run_tests", mode="always")
 
     out = run_block(block, live_url)
 
