@@ -154,17 +154,24 @@ def input_text(items: list[dict[str, Any]]) -> str:
     text is the session's prompt, and function outputs are the calls' results
     (``tool_results``). An input of function outputs or decisions alone has no text.
     """
-    texts: list[str] = []
-    for item in items:
-        if item["type"] == "message" and item["role"] == "user":
-            texts.extend(part["text"] for part in item["content"] if part["text"].strip())
-    text = "\n\n".join(texts).strip()
+    text = "\n\n".join(user_texts(items)).strip()
     if not text and not tool_results(items) and not approval_responses(items):
         raise invalid("input", "The input has no user text.", "empty_input")
     size = len(text) + sum(len(result["output"]) for result in tool_results(items))
     if size > MAX_INPUT_CHARS or "\x00" in text:
         raise invalid("input", f"The input must be text under {MAX_INPUT_CHARS} characters.")
     return text
+
+
+def user_texts(items: list[dict[str, Any]]) -> list[str]:
+    """The input's user texts that are not blank, in order."""
+    return [
+        part["text"]
+        for item in items
+        if item["type"] == "message" and item["role"] == "user"
+        for part in item["content"]
+        if part["text"].strip()
+    ]
 
 
 def tool_results(items: list[dict[str, Any]]) -> list[ClientToolResult]:
@@ -182,7 +189,9 @@ def posts_message(items: list[dict[str, Any]]) -> bool:
     An input of decisions alone (``mcp_approval_response``) posts none: what the
     agent hears of them is their consequence (the job's end, the answer).
     """
-    return bool(input_text(items)) or bool(tool_results(items))
+    if not approval_responses(items):
+        return True  # any other input was checked to be a message when it was posted
+    return bool(user_texts(items)) or bool(tool_results(items))
 
 
 def approval_responses(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
