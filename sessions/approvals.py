@@ -27,7 +27,7 @@ session's log (so every stream carries it, resumable) and sends the
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import timedelta
 from typing import Any, Literal
 
@@ -173,38 +173,30 @@ def approval_request_call(
     run again gets the request it made the first time.
     """
     clean = job_services.tool_args_validate(tool, args)
-    existing = _request_for_call(session, run_id, call_id)
-    if existing is not None:
-        return waiting_result(existing)
-    try:
-        with transaction.atomic():
-            approval = _request_create(
-                session=session,
-                run_id=run_id,
-                call_id=call_id,
-                kind=Approval.Kind.APPROVAL,
-                tool=tool.name,
-                arguments=clean,
-            )
-            job, _ = job_services.job_create(
-                owner=session.owner,
-                tool=tool.name,
-                args=clean,
-                depends_on=depends_on,
-                idempotency_key=f"approval:{approval.id}",
-                session_id=session.id,
-                run_id=run_id,
-                gate=approval.id,
-            )
-            Approval.objects.filter(pk=approval.pk).update(job_id=job.id)
-            approval.job_id = job.id
-            _requested(approval)
-    except IntegrityError:
-        existing = _request_for_call(session, run_id, call_id)
-        if existing is None:
-            raise
-        return waiting_result(existing)
-    return waiting_result(approval)
+
+    def gate_its_job(approval: Approval) -> None:
+        job, _ = job_services.job_create(
+            owner=session.owner,
+            tool=tool.name,
+            args=clean,
+            depends_on=depends_on,
+            idempotency_key=f"approval:{approval.id}",
+            session_id=session.id,
+            run_id=run_id,
+            gate=approval.id,
+        )
+        Approval.objects.filter(pk=approval.pk).update(job_id=job.id)
+        approval.job_id = job.id
+
+    return _ask_once(
+        session=session,
+        run_id=run_id,
+        call_id=call_id,
+        with_request=gate_its_job,
+        kind=Approval.Kind.APPROVAL,
+        tool=tool.name,
+        arguments=clean,
+    )
 
 
 def question_ask(
@@ -229,19 +221,34 @@ def question_ask(
         raise Invalid(
             "invalid_arguments", f"answer_schema is not a JSON schema: {exc.message}"
         ) from exc
+    return _ask_once(
+        session=session,
+        run_id=run_id,
+        call_id=call_id,
+        kind=Approval.Kind.QUESTION,
+        question=question,
+        answer_schema=schema,
+    )
+
+
+def _ask_once(
+    *,
+    session: AgentSession,
+    run_id: str,
+    call_id: str,
+    with_request: Callable[[Approval], None] | None = None,
+    **fields: Any,
+) -> dict[str, Any]:
+    """A pending request for the call (and ``with_request`` in its transaction), or the one
+    this call made already: a turn handed back and run again asks once."""
     existing = _request_for_call(session, run_id, call_id)
     if existing is not None:
         return waiting_result(existing)
     try:
         with transaction.atomic():
-            approval = _request_create(
-                session=session,
-                run_id=run_id,
-                call_id=call_id,
-                kind=Approval.Kind.QUESTION,
-                question=question,
-                answer_schema=schema,
-            )
+            approval = _request_create(session=session, run_id=run_id, call_id=call_id, **fields)
+            if with_request is not None:
+                with_request(approval)
             _requested(approval)
     except IntegrityError:
         existing = _request_for_call(session, run_id, call_id)
