@@ -42,9 +42,18 @@ def wait_settled(page: Any, session: AgentSession, timeout: float = 90) -> None:
     """Wait until the session is quiet and the page shows its whole log."""
     wait_until(lambda: session_settled(session), timeout=timeout, interval=0.2)
     last = logged_seqs(session)[-1]
-    page.wait_for_function(
-        f"(window.agentsiteChat.state.seqs.slice(-1)[0] || 0) >= {last}", timeout=timeout * 1000
-    )
+    page_until(page, f"(window.agentsiteChat.state.seqs.slice(-1)[0] || 0) >= {last}", timeout)
+
+
+def page_until(page: Any, expression: str, timeout: float = 30) -> Any:
+    """Wait until a JavaScript expression is truthy in the page.
+
+    Polled from here with ``page.evaluate`` rather than Playwright's
+    ``wait_for_function``: that one re-evaluates the expression with ``eval`` inside
+    the page, which the pages' Content-Security-Policy (no 'unsafe-eval') refuses
+    whenever the first check is false.
+    """
+    return wait_until(lambda: page.evaluate(expression), timeout=timeout, interval=0.05)
 
 
 def assistant_texts(session: AgentSession) -> list[str]:

@@ -12,6 +12,7 @@ from tests.browser.chat_page import (
     chat_open,
     chat_send,
     logged_seqs,
+    page_until,
     rendered_seqs,
     wait_settled,
 )
@@ -55,7 +56,7 @@ def test_text_continues_after_the_browser_goes_offline(page: Any, site: str, use
     )
     page.context.set_offline(True)
     page.evaluate("window.agentsiteChat.drop()")
-    page.wait_for_function("window.connStates.includes('reconnecting')")
+    page_until(page, "window.connStates.includes('reconnecting')")
     page.context.set_offline(False)
     page.wait_for_selector("#conn[data-state=live]")
     wait_settled(page, session)
