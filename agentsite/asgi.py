@@ -23,6 +23,7 @@ from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler  # noqa: E402
 
+from a2a_api.app import a2a_or  # noqa: E402
 from agentsite.core.heap import settle_long_lived  # noqa: E402
 from agentsite.core.telemetry import StreamsCounted  # noqa: E402
 from agentsite.middleware import BodyLimit, NoSniff, daphne_body_limit  # noqa: E402
@@ -41,9 +42,12 @@ application = ProtocolTypeRouter(
         # StreamsCounted: this process's open SSE responses and websockets, for /metrics.
         # BodyLimit: a body over AGENTSITE_MAX_BODY_BYTES is refused before it is buffered.
         # WireInScope: a stream sees how much its client has left unread (agentsite.wire).
+        # a2a_or: the agent card and /a2a go to the A2A app (a2a_api.app).
         # NoSniff: the static files get the nosniff header Django's views already have.
         "http": WireInScope(
-            StreamsCounted(BodyLimit(mcp_or(NoSniff(ASGIStaticFilesHandler(django_asgi_app)))))
+            StreamsCounted(
+                BodyLimit(a2a_or(mcp_or(NoSniff(ASGIStaticFilesHandler(django_asgi_app)))))
+            )
         ),
         # A handshake that may only use an API token (no Origin, or a token offered)
         # skips the cookie and session middleware. WireInScope: stream frames are

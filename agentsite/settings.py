@@ -153,6 +153,7 @@ INSTALLED_APPS = [
     "sessions.apps.SessionsConfig",
     "jobs.apps.JobsConfig",
     "responses.apps.ResponsesConfig",
+    "a2a_api.apps.A2AConfig",
 ]
 
 MIDDLEWARE = [

@@ -64,8 +64,11 @@ def model_for_session(name: str) -> str:
     )
 
 
-def response_create(*, owner: Any, request: ResponseCreate) -> AgentResponse:
-    """Post the input as a user message: to the previous response's session, or a new one.
+def response_create(
+    *, owner: Any, request: ResponseCreate, session: AgentSession | None = None
+) -> AgentResponse:
+    """Post the input as a user message: to the previous response's session, to
+    ``session`` (the owner's, found by the caller), or to a new one.
 
     The request's function tools go with the message as the client's tools, its
     function outputs as the answers to the model's calls of them. Its decisions
@@ -93,7 +96,7 @@ def response_create(*, owner: Any, request: ResponseCreate) -> AgentResponse:
         if request.previous_response_id:
             previous = _previous(owner, request.previous_response_id)
             session = previous.session
-        else:
+        elif session is None:
             # Titled from its first message by message_post, as every session is.
             session = session_create(owner=owner, model=session_model, system_prompt=instructions)
         # Decisions before the message: each locks its job, then the session (the order a

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-APPS = ("jobs", "responses", "sessions")
+APPS = ("a2a_api", "jobs", "responses", "sessions")
 
 
 def contracts() -> dict[str, dict[str, list[str]]]:
@@ -66,6 +66,8 @@ def tree(tmp_path: Path) -> Path:
         ("jobs/services.py", "import jobs.api", "The domain imports no HTTP module"),
         ("sessions/runs.py", "import ninja", "The domain imports no HTTP module"),
         ("agentsite/core/ids.py", "import jobs.models", "agentsite.core imports no app"),
+        ("responses/services.py", "import a2a.types", "Only the A2A edge speaks A2A"),
+        ("a2a_api/services.py", "import a2a_api.mapping", "The domain imports no HTTP module"),
     ],
 )
 def test_a_forbidden_import_breaks_its_contract(

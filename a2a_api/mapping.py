@@ -1,0 +1,229 @@
+"""What a task is in A2A's words: the ``Task`` of a ``TaskView``, and the stream updates of
+its current step, from that step's Responses stream events.
+
+The Responses projection (``responses.projection``) decides what of the log
+belongs to a step and numbers its events; this module only renames them:
+
+- the agent's text becomes an artifact per message (``answer``), streamed as
+  ``TaskArtifactUpdateEvent``s that append to it, closed by one that carries the
+  whole text (``lastChunk``), so a client that joins late still holds all of it;
+- a tool call (a job) becomes a ``working`` status update naming it, and its end
+  another with its result;
+- the step's end becomes the task's final status: ``completed``, ``failed``,
+  ``canceled``, or ``input-required`` with one data part per pending request.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from typing import Any
+
+from a2a.types import (
+    Artifact,
+    Message,
+    Part,
+    Role,
+    Task,
+    TaskArtifactUpdateEvent,
+    TaskState,
+    TaskStatus,
+    TaskStatusUpdateEvent,
+)
+from django.utils import timezone
+from google.protobuf import json_format, struct_pb2
+
+from a2a_api.services import (
+    CANCELED,
+    COMPLETED,
+    FAILED,
+    INPUT_REQUIRED,
+    SUBMITTED,
+    WORKING,
+    TaskView,
+)
+from responses.models import AgentResponse
+from responses.projection import ResponseProjection, StreamEvent
+
+STATES = {
+    SUBMITTED: TaskState.TASK_STATE_SUBMITTED,
+    WORKING: TaskState.TASK_STATE_WORKING,
+    INPUT_REQUIRED: TaskState.TASK_STATE_INPUT_REQUIRED,
+    COMPLETED: TaskState.TASK_STATE_COMPLETED,
+    FAILED: TaskState.TASK_STATE_FAILED,
+    CANCELED: TaskState.TASK_STATE_CANCELED,
+}
+STATE_NAMES = {value: key for key, value in STATES.items()}
+ANSWER = "answer"
+
+
+def data_part(value: Any) -> Part:
+    data = struct_pb2.Value()
+    json_format.ParseDict(json.loads(json.dumps(value, default=str)), data)
+    return Part(data=data, media_type="application/json")
+
+
+def agent_message(task: TaskView | None, message_id: str, *parts: Part, **ids: str) -> Message:
+    if task is not None:
+        ids = {"task_id": task.task.id, "context_id": task.task.session_id}
+    return Message(message_id=message_id, role=Role.ROLE_AGENT, parts=list(parts), **ids)
+
+
+def request_part(pending: dict[str, Any]) -> Part:
+    """One request the task waits on, as the data a client decides it with."""
+    doc = {
+        "approval_request_id": pending["id"],
+        "kind": pending["kind"],
+        "expires_at": pending["expires_at"],
+    }
+    if pending["kind"] == "question":
+        doc |= {"question": pending["question"], "answer_schema": pending["answer_schema"]}
+    else:
+        doc |= {"tool": pending["tool"], "arguments": pending["arguments"]}
+    return data_part(doc)
+
+
+def waiting_text(pending: list[dict[str, Any]]) -> str:
+    lines = []
+    for p in pending:
+        if p["kind"] == "question":
+            lines.append(f"The agent asks: {p['question']}")
+        else:
+            lines.append(f"The agent asks for approval to run {p['tool']}.")
+    lines.append(
+        'Answer with a data part {"approval_request_id": …, "approve": true|false,'
+        ' "reason": …} per request (a question\'s answer may be plain text).'
+    )
+    return "\n".join(lines)
+
+
+def status_of(view: TaskView, when: datetime | None = None) -> TaskStatus:
+    """The task's status, with the message that says why for a task that waits or failed."""
+    status = TaskStatus(state=STATES[view.state])
+    status.timestamp.FromDatetime(when or timezone.now())
+    step_id = view.task.current_response_id
+    if view.state == INPUT_REQUIRED:
+        parts = [Part(text=waiting_text(view.pending)), *map(request_part, view.pending)]
+        status.message.CopyFrom(agent_message(view, f"{step_id}-input", *parts))
+    elif view.state == FAILED and view.current.error:
+        text = str(view.current.error.get("message", "The task failed."))
+        status.message.CopyFrom(agent_message(view, f"{step_id}-error", Part(text=text)))
+    return status
+
+
+def _user_message(view: TaskView, n: int, response: AgentResponse) -> Message:
+    parts: list[Part] = []
+    for item in response.input_items:
+        if item["type"] == "message":
+            text = "".join(part["text"] for part in item["content"])
+            parts.append(Part(text=text))
+        elif item["type"] == "mcp_approval_response":
+            parts.append(
+                data_part(
+                    {
+                        "approval_request_id": item["approval_request_id"],
+                        "approve": item["approve"],
+                        "reason": item.get("reason") or "",
+                    }
+                )
+            )
+    message_id = view.task.message_ids[n] if n < len(view.task.message_ids) else ""
+    return Message(
+        message_id=message_id or f"{response.id}-input",
+        role=Role.ROLE_USER,
+        parts=parts,
+        task_id=view.task.id,
+        context_id=view.task.session_id,
+    )
+
+
+def _answers(step: ResponseProjection) -> list[dict[str, Any]]:
+    return [item for item in step.output if item["type"] == "message"]
+
+
+def _text(item: dict[str, Any]) -> str:
+    return "".join(part.get("text", "") for part in item.get("content", []))
+
+
+def task_of(view: TaskView) -> Task:
+    """The ``Task``: its status, one artifact per answer, the history of its messages."""
+    task = Task(id=view.task.id, context_id=view.task.session_id, status=status_of(view))
+    for n, (response, step) in enumerate(zip(view.inputs, view.steps, strict=True)):
+        task.history.append(_user_message(view, n, response))
+        for item in _answers(step):
+            text = _text(item)
+            if not text:
+                continue
+            task.artifacts.append(
+                Artifact(artifact_id=item["id"], name=ANSWER, parts=[Part(text=text)])
+            )
+            task.history.append(agent_message(view, item["id"], Part(text=text)))
+    return task
+
+
+class StepUpdates:
+    """The A2A updates of one step's Responses stream events (one instance per stream)."""
+
+    def __init__(self, view: TaskView) -> None:
+        self.task_id = view.task.id
+        self.context_id = view.task.session_id
+        # Answers the client holds part of already (from the Task it was sent first).
+        self.started = {item["id"] for item in _answers(view.current) if _text(item)}
+        self.working = view.state == WORKING
+
+    def updates(self, event: StreamEvent) -> list[TaskStatusUpdateEvent | TaskArtifactUpdateEvent]:
+        kind = event["type"]
+        if kind == "response.in_progress" and not self.working:
+            self.working = True
+            return [self._status(WORKING)]
+        if kind == "response.output_text.delta":
+            item_id = str(event["item_id"])
+            append = item_id in self.started
+            self.started.add(item_id)
+            return [self._artifact(item_id, str(event["delta"]), append=append, last=False)]
+        if kind == "response.output_item.done" and event["item"]["type"] == "message":
+            item = event["item"]
+            if not _text(item):
+                return []
+            return [self._artifact(item["id"], _text(item), append=False, last=True)]
+        if kind == "response.output_item.added" and event["item"]["type"] == "mcp_call":
+            item = event["item"]
+            text = f"Calling {item['name']}."
+            call = {"tool": item["name"], "arguments": json.loads(item["arguments"] or "{}")}
+            return [self._status(WORKING, item["id"], Part(text=text), data_part(call))]
+        if kind == "response.output_item.done" and event["item"]["type"] == "mcp_call":
+            item = event["item"]
+            ok = item.get("status") == "completed"
+            text = f"{item['name']} {'finished' if ok else 'failed'}."
+            result = {
+                "tool": item["name"],
+                "output": item.get("output"),
+                "error": item.get("error"),
+            }
+            return [self._status(WORKING, f"{item['id']}-done", Part(text=text), data_part(result))]
+        return []
+
+    def final(self, view: TaskView) -> TaskStatusUpdateEvent:
+        """The update that ends the stream: the task's state once its step has ended."""
+        return TaskStatusUpdateEvent(
+            task_id=self.task_id, context_id=self.context_id, status=status_of(view)
+        )
+
+    def _status(self, state: str, message_id: str = "", *parts: Part) -> TaskStatusUpdateEvent:
+        status = TaskStatus(state=STATES[state])
+        status.timestamp.FromDatetime(timezone.now())
+        if parts:
+            ids = {"task_id": self.task_id, "context_id": self.context_id}
+            status.message.CopyFrom(agent_message(None, message_id, *parts, **ids))
+        return TaskStatusUpdateEvent(
+            task_id=self.task_id, context_id=self.context_id, status=status
+        )
+
+    def _artifact(self, item_id: str, text: str, *, append: bool, last: bool) -> Any:
+        return TaskArtifactUpdateEvent(
+            task_id=self.task_id,
+            context_id=self.context_id,
+            artifact=Artifact(artifact_id=item_id, name=ANSWER, parts=[Part(text=text)]),
+            append=append,
+            last_chunk=last,
+        )

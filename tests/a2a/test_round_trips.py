@@ -1,0 +1,264 @@
+"""An A2A client talks to agentsite over both bindings: send, stream, read, list, cancel.
+
+Real daphne and workers, the offline model, the a2a-sdk client found from the
+agent card. A task's artifacts and history are compared with what the
+session's log holds; streams are rebuilt chunk by chunk to show nothing is lost
+or repeated.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import httpx
+import pytest
+from a2a.client import A2ACardResolver
+from a2a.types import (
+    CancelTaskRequest,
+    GetTaskRequest,
+    ListTasksRequest,
+    Message,
+    Part,
+    Role,
+    SendMessageRequest,
+    StreamResponse,
+    SubscribeToTaskRequest,
+    Task,
+    TaskNotCancelableError,
+    TaskNotFoundError,
+    TaskState,
+)
+
+from a2a_api.models import AgentTask
+from jobs.models import Job
+from sessions.llm.scripted import scripted_push
+from sessions.models import AgentSession, Event
+from tests.a2a.conftest import BINDINGS, run
+from tests.conftest import wait_until
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def message(text: str = "", *, task_id: str = "", context_id: str = "", parts: Any = ()) -> Any:
+    return Message(
+        message_id=str(uuid.uuid4()),
+        role=Role.ROLE_USER,
+        parts=[Part(text=text)] if text else list(parts),
+        task_id=task_id,
+        context_id=context_id,
+    )
+
+
+def send(text: str = "", **fields: Any) -> SendMessageRequest:
+    return SendMessageRequest(message=message(text, **fields))
+
+
+def assistant_texts(session_id: str) -> list[str]:
+    return [
+        e.payload["text"]
+        for e in Event.objects.filter(session_id=session_id, kind="assistant_message").order_by(
+            "seq"
+        )
+    ]
+
+
+def artifact_texts(task: Task) -> list[str]:
+    return ["".join(p.text for p in a.parts) for a in task.artifacts]
+
+
+async def first_task(client: Any, request: SendMessageRequest) -> Task:
+    async for event in client.send_message(request):
+        assert event.HasField("task"), event
+        return event.task
+    raise AssertionError("no answer")
+
+
+class Rebuilt:
+    """A task as a client following its stream rebuilds it, checking each chunk on the way."""
+
+    def __init__(self) -> None:
+        self.task: Task | None = None
+        self.texts: dict[str, str] = {}
+        self.states: list[int] = []
+        self.calls: list[str] = []
+
+    def take(self, event: StreamResponse) -> None:
+        if event.HasField("task"):
+            self.task = event.task
+            self.texts = {
+                a.artifact_id: "".join(p.text for p in a.parts) for a in event.task.artifacts
+            }
+            self.states.append(event.task.status.state)
+        elif event.HasField("status_update"):
+            status = event.status_update.status
+            self.states.append(status.state)
+            for part in status.message.parts:
+                if part.WhichOneof("content") == "data" and "tool" in part.data.struct_value:
+                    self.calls.append(part.data.struct_value["tool"])
+        elif event.HasField("artifact_update"):
+            update = event.artifact_update
+            text = "".join(p.text for p in update.artifact.parts)
+            key = update.artifact.artifact_id
+            if update.last_chunk and not update.append:
+                # The closing chunk holds the whole answer: what the deltas built must match.
+                assert self.texts.get(key, "") == text, (key, self.texts.get(key), text)
+            elif update.append:
+                assert key in self.texts, f"an append to {key} before its first chunk"
+                self.texts[key] += text
+            else:
+                assert key not in self.texts, f"{key} started twice"
+                self.texts[key] = text
+
+
+def test_the_agent_card_is_public_and_names_both_bindings(a2a_url: str) -> None:
+    async def fetch() -> Any:
+        async with httpx.AsyncClient() as http:
+            return await A2ACardResolver(http, a2a_url).get_agent_card()
+
+    card = run(fetch())
+    assert card.name == "agentsite"
+    bindings = {i.protocol_binding: i.url for i in card.supported_interfaces}
+    assert bindings == {"JSONRPC": f"{a2a_url}/a2a/jsonrpc", "HTTP+JSON": f"{a2a_url}/a2a"}
+    assert card.capabilities.streaming and card.capabilities.extended_agent_card
+    assert "bearer" in card.security_schemes
+
+
+@pytest.mark.parametrize("binding", BINDINGS)
+def test_a_message_waits_for_its_task_and_reads_back_as_the_log_has_it(
+    client_of: Any, user: Any, other_user: Any, binding: str
+) -> None:
+    mine, others = client_of(user, binding, streaming=False), client_of(other_user, binding)
+
+    async def talk() -> tuple[Task, Task, Any, str]:
+        async with mine as client:
+            done = await first_task(client, send("hello"))
+            again = await client.get_task(GetTaskRequest(id=done.id))
+            listed = await client.list_tasks(ListTasksRequest(context_id=done.context_id))
+        async with others as theirs:
+            with pytest.raises(TaskNotFoundError) as refused:
+                await theirs.get_task(GetTaskRequest(id=done.id))
+        return done, again, listed, refused.value.message
+
+    done, again, listed, refused = run(talk())
+    assert done.status.state == TaskState.TASK_STATE_COMPLETED
+    task = AgentTask.objects.get(pk=done.id)
+    assert done.context_id == task.session_id
+    assert artifact_texts(done) == assistant_texts(task.session_id) != []
+    assert again == done or (again.status.state, artifact_texts(again)) == (
+        done.status.state,
+        artifact_texts(done),
+    )
+    assert [m.role for m in again.history] == [Role.ROLE_USER, Role.ROLE_AGENT]
+    assert again.history[0].parts[0].text == "hello"
+    assert [t.id for t in listed.tasks] == [done.id] and listed.total_size == 1
+    assert refused == f"No task with id {done.id!r}."
+
+
+@pytest.mark.parametrize("binding", BINDINGS)
+def test_a_stream_carries_the_tool_call_and_the_answer_chunk_by_chunk(
+    client_of: Any, user: Any, binding: str
+) -> None:
+    mine = client_of(user, binding)
+
+    async def talk() -> Rebuilt:
+        rebuilt = Rebuilt()
+        async with mine as client:
+            async for event in client.send_message(send("write a report on the shop library")):
+                rebuilt.take(event)
+        return rebuilt
+
+    rebuilt = run(talk())
+    assert rebuilt.task is not None
+    assert rebuilt.states[0] in (TaskState.TASK_STATE_SUBMITTED, TaskState.TASK_STATE_WORKING)
+    assert rebuilt.states[-1] == TaskState.TASK_STATE_COMPLETED
+    assert "start_write_report" in rebuilt.calls
+    session_id = rebuilt.task.context_id
+    assert list(rebuilt.texts.values()) == assistant_texts(session_id)
+    job = Job.objects.get(session_id=session_id, tool="write_report")
+    assert job.status == Job.Status.DONE
+
+
+@pytest.mark.parametrize("binding", BINDINGS)
+def test_a_dropped_stream_resubscribed_loses_and_repeats_nothing(
+    client_of: Any, user: Any, binding: str
+) -> None:
+    mine = client_of(user, binding)
+
+    async def talk() -> tuple[Rebuilt, str]:
+        async with mine as client:
+            first = Rebuilt()
+            stream = client.send_message(send("write a report on the shop library"))
+            async for event in stream:
+                first.take(event)
+                if len(first.states) >= 2:  # the task, then the first update: drop
+                    break
+            await stream.aclose()
+            assert first.task is not None
+            task_id = first.task.id
+            again = Rebuilt()
+            async for event in client.subscribe(SubscribeToTaskRequest(id=task_id)):
+                again.take(event)
+        return again, task_id
+
+    again, task_id = run(talk())
+    assert again.states[-1] == TaskState.TASK_STATE_COMPLETED
+    session_id = AgentTask.objects.get(pk=task_id).session_id
+    assert list(again.texts.values()) == assistant_texts(session_id)
+
+
+@pytest.mark.parametrize("binding", BINDINGS)
+def test_cancelling_a_task_whose_job_runs_ends_it_canceled_with_its_job(
+    client_of: Any, user: Any, binding: str
+) -> None:
+    session = AgentSession.objects.create(owner=user, model="scripted")
+    scripted_push(
+        session.id,
+        {"text": "Starting a long job.", "tool_calls": [{"name": "start_sleepy", "input": {}}]},
+        {"text": "It runs in the background."},
+    )
+
+    starting, cancelling = (client_of(user, binding, streaming=False) for _ in range(2))
+
+    async def start() -> Task:
+        async with starting as client:
+            request = send("sleep for a while", context_id=session.id)
+            request.configuration.return_immediately = True
+            return await first_task(client, request)
+
+    started = run(start())
+    assert started.context_id == session.id
+    assert started.status.state in (TaskState.TASK_STATE_SUBMITTED, TaskState.TASK_STATE_WORKING)
+    job = wait_until(
+        lambda: Job.objects.filter(session_id=session.id, status=Job.Status.RUNNING).first()
+    )
+
+    async def cancel() -> tuple[Task, str]:
+        async with cancelling as client:
+            cancelled = await client.cancel_task(CancelTaskRequest(id=started.id))
+            with pytest.raises(TaskNotCancelableError) as again:
+                await client.cancel_task(CancelTaskRequest(id=started.id))
+        return cancelled, again.value.message
+
+    cancelled, again = run(cancel())
+    assert cancelled.status.state == TaskState.TASK_STATE_CANCELED
+    job.refresh_from_db()
+    assert job.status == Job.Status.CANCELLED
+    assert again == "The task has ended (canceled)."
+
+
+@pytest.mark.parametrize("binding", BINDINGS)
+def test_without_a_token_every_method_but_the_card_is_refused(a2a_url: str, binding: str) -> None:
+    path = "/a2a/jsonrpc" if binding == "JSONRPC" else "/a2a/tasks"
+    method = "POST" if binding == "JSONRPC" else "GET"
+    body = {"jsonrpc": "2.0", "id": 1, "method": "ListTasks", "params": {}}
+    for headers in ({}, {"Authorization": "Bearer nope"}):
+        answer = httpx.request(
+            method,
+            f"{a2a_url}{path}",
+            json=body if method == "POST" else None,
+            headers={**headers, "A2A-Version": "1.0"},
+        )
+        assert answer.status_code == 401, answer.text
+        assert answer.headers["WWW-Authenticate"].startswith("Bearer")
+        assert answer.json()["error"]["status"] == "UNAUTHENTICATED"
