@@ -47,7 +47,7 @@ def agent_card(base_url: str, *, extended: bool = False) -> AgentCard:
             ),
         ],
         capabilities=AgentCapabilities(
-            streaming=True, push_notifications=False, extended_agent_card=True
+            streaming=True, push_notifications=True, extended_agent_card=True
         ),
         security_schemes={
             "bearer": SecurityScheme(

@@ -33,7 +33,6 @@ from a2a.types import (
     ListTasksRequest,
     ListTasksResponse,
     Message,
-    PushNotificationNotSupportedError,
     Role,
     SendMessageRequest,
     SubscribeToTaskRequest,
@@ -50,7 +49,8 @@ from google.protobuf import json_format
 
 from a2a_api.card import agent_card
 from a2a_api.mapping import STATE_NAMES, StepUpdates, task_of
-from a2a_api.models import AgentTask
+from a2a_api.models import AgentTask, PushConfig
+from a2a_api.push import push_config_delete, push_config_get, push_config_set, push_configs
 from a2a_api.services import (
     INPUT_REQUIRED,
     TERMINAL,
@@ -228,27 +228,34 @@ class AgentsiteRequestHandler(RequestHandler):
             await response_cancel(view.inputs[-1])
         return task_of(await db(_view)(owner, params.id))
 
-    # --- push notifications: not offered (the agent card says so) -----------------------
+    # --- push notifications ---------------------------------------------------------------
 
     async def on_create_task_push_notification_config(
         self, params: TaskPushNotificationConfig, context: ServerCallContext
     ) -> TaskPushNotificationConfig:
-        raise PushNotificationNotSupportedError()
+        owner = caller(context).django_user
+        config = await db(_config_set)(owner, params.task_id, params)
+        return config_of(config)
 
     async def on_get_task_push_notification_config(
         self, params: GetTaskPushNotificationConfigRequest, context: ServerCallContext
     ) -> TaskPushNotificationConfig:
-        raise PushNotificationNotSupportedError()
+        owner = caller(context).django_user
+        config = await db(_config_get)(owner, params.task_id, params.id)
+        return config_of(config)
 
     async def on_list_task_push_notification_configs(
         self, params: ListTaskPushNotificationConfigsRequest, context: ServerCallContext
     ) -> ListTaskPushNotificationConfigsResponse:
-        raise PushNotificationNotSupportedError()
+        owner = caller(context).django_user
+        configs = await db(_configs)(owner, params.task_id)
+        return ListTaskPushNotificationConfigsResponse(configs=[config_of(c) for c in configs])
 
     async def on_delete_task_push_notification_config(
         self, params: DeleteTaskPushNotificationConfigRequest, context: ServerCallContext
     ) -> None:
-        raise PushNotificationNotSupportedError()
+        owner = caller(context).django_user
+        await db(_config_delete)(owner, params.task_id, params.id)
 
     async def on_get_extended_agent_card(
         self, params: GetExtendedAgentCardRequest, context: ServerCallContext
@@ -261,8 +268,6 @@ class AgentsiteRequestHandler(RequestHandler):
 
     async def _send(self, params: SendMessageRequest, context: ServerCallContext) -> TaskView:
         validate_history_length(params.configuration)
-        if params.configuration.HasField("task_push_notification_config"):
-            raise PushNotificationNotSupportedError()
         text, decisions = message_read(params.message)
         message = params.message
         owner = caller(context).django_user
@@ -274,6 +279,9 @@ class AgentsiteRequestHandler(RequestHandler):
             context_id=message.context_id,
             message_id=message.message_id,
         )
+        if params.configuration.HasField("task_push_notification_config"):
+            push = params.configuration.task_push_notification_config
+            await db(_config_set)(owner, task.id, push)
         return await db(task_view)(task)
 
     def _shaped(self, view: TaskView, configuration: Any) -> Task:
@@ -300,6 +308,40 @@ class AgentsiteRequestHandler(RequestHandler):
             ) from exc
         ended = await db(task_view)(await db(_reload)(view.task))
         yield updates.final(ended)
+
+
+def config_of(config: PushConfig) -> TaskPushNotificationConfig:
+    """A configuration as the client gave it (its credentials are not sent back)."""
+    shown = TaskPushNotificationConfig(id=config.config_id, task_id=config.task_id, url=config.url)
+    if config.token:
+        shown.token = config.token
+    if config.auth_scheme:
+        shown.authentication.scheme = config.auth_scheme
+    return shown
+
+
+def _config_set(owner: Any, task_id: str, params: TaskPushNotificationConfig) -> PushConfig:
+    task = task_for(owner=owner, task_id=task_id)
+    return push_config_set(
+        task=task,
+        config_id=params.id,
+        url=params.url,
+        token=params.token,
+        auth_scheme=params.authentication.scheme,
+        auth_credentials=params.authentication.credentials,
+    )
+
+
+def _config_get(owner: Any, task_id: str, config_id: str) -> PushConfig:
+    return push_config_get(task=task_for(owner=owner, task_id=task_id), config_id=config_id)
+
+
+def _configs(owner: Any, task_id: str) -> list[PushConfig]:
+    return push_configs(task=task_for(owner=owner, task_id=task_id))
+
+
+def _config_delete(owner: Any, task_id: str, config_id: str) -> None:
+    push_config_delete(task=task_for(owner=owner, task_id=task_id), config_id=config_id)
 
 
 def _reload(task: AgentTask) -> AgentTask:

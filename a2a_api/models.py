@@ -33,6 +33,8 @@ class AgentTask(models.Model):
     response_ids = models.JSONField(default=list)
     # The message ids the client gave its messages, in the same order (history).
     message_ids = models.JSONField(default=list)
+    # The last state the task's push notifications told ("" before the first).
+    pushed_state = models.CharField(max_length=20, blank=True, editable=False)
     # When a cancel was asked for while the task waited for input: it ends canceled.
     canceled_at = models.DateTimeField(null=True, blank=True, editable=False)
     created_at = models.DateTimeField(auto_now_add=True)
@@ -50,3 +52,28 @@ class AgentTask(models.Model):
     @property
     def current_response_id(self) -> str:
         return str(self.response_ids[-1])
+
+
+class PushConfig(models.Model):
+    """Where a client wants a task's changes of state posted (A2A push notifications)."""
+
+    task = models.ForeignKey(AgentTask, on_delete=models.CASCADE, related_name="push_configs")
+    # The client's id for the configuration, or one given when it named none.
+    config_id = models.CharField(max_length=100)
+    url = models.URLField(max_length=2000)
+    # Sent back as X-A2A-Notification-Token, so the client knows the post is its own.
+    token = models.CharField(max_length=500, blank=True)
+    # How to authenticate to the client's receiver: "Authorization: <scheme> <credentials>".
+    auth_scheme = models.CharField(max_length=50, blank=True)
+    auth_credentials = models.CharField(max_length=2000, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        verbose_name = "A2A push notification configuration"
+        ordering = ["created_at", "id"]
+        constraints = [
+            models.UniqueConstraint(fields=["task", "config_id"], name="a2a_push_config_unique_id")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.task_id}/{self.config_id}"

@@ -15,10 +15,11 @@ from agentsite.core.periodic import PeriodicTask
 def periodic_tasks() -> list[PeriodicTask]:
     """Every app's periodic tasks (``<app>/tasks.py``'s ``PERIODIC``)."""
     django.setup()
+    from a2a_api.tasks import PERIODIC as a2a_tasks
     from jobs.tasks import PERIODIC as job_tasks  # after django.setup(): the apps' models
     from sessions.tasks import PERIODIC as session_tasks
 
-    return [*job_tasks, *session_tasks]
+    return [*job_tasks, *session_tasks, *a2a_tasks]
 
 
 for func, queue_name, interval in periodic_tasks():

@@ -251,6 +251,9 @@ class WebhookDelivery(models.Model):
     message_id = models.CharField(max_length=100, unique=True)
     url = models.URLField(max_length=2000)
     payload = models.JSONField()
+    # Headers the receiver asked to be sent with each attempt, beside the signature's
+    # (an A2A client's notification token and credentials).
+    headers = models.JSONField(default=dict, blank=True)
     status = models.CharField(max_length=10, choices=Status.choices, default=Status.PENDING)
     attempts = models.PositiveIntegerField(default=0)
     next_attempt_at = models.DateTimeField(null=True, blank=True)

@@ -181,6 +181,29 @@ def webhook_send(
     )
 
 
+def webhook_document_send(
+    *,
+    owner_id: Any,
+    url: str,
+    event_type: str,
+    document: dict[str, Any],
+    headers: dict[str, str],
+) -> WebhookDelivery:
+    """As ``webhook_send``, for a receiver that expects ``document`` itself as the body
+    (a protocol's own notification) and ``headers`` with it; still signed and retried."""
+    if not event_type or len(event_type) > EVENT_TYPE_MAX_LENGTH:
+        raise ValueError(f"an event type is 1 to {EVENT_TYPE_MAX_LENGTH} characters")
+    return webhook_delivery_record(
+        owner_id=owner_id,
+        job=None,
+        event_type=event_type,
+        url=url,
+        message_id=new_id("msg", 24),
+        payload=document,
+        headers=headers,
+    )
+
+
 def webhook_delivery_record(
     *,
     owner_id: Any,
@@ -188,7 +211,8 @@ def webhook_delivery_record(
     event_type: str,
     url: str,
     message_id: str,
-    payload: WebhookBody | EventBody,
+    payload: WebhookBody | EventBody | dict[str, Any],
+    headers: dict[str, str] | None = None,
 ) -> WebhookDelivery:
     delivery = WebhookDelivery.objects.create(
         owner_id=owner_id,
@@ -197,6 +221,7 @@ def webhook_delivery_record(
         message_id=message_id,
         url=url,
         payload=payload,
+        headers=headers or {},
         next_attempt_at=timezone.now(),
     )
     transaction.on_commit(lambda: webhook_enqueue(delivery.pk))
@@ -225,6 +250,7 @@ def webhook_deliver(*, delivery_id: int) -> WebhookAttempt | None:
     timestamp = int(time.time())
     secret = webhook_secret_for(delivery.owner)
     headers = {
+        **delivery.headers,
         "content-type": "application/json",
         "user-agent": "agentsite-webhooks/1",
         "webhook-id": delivery.message_id,

@@ -15,6 +15,7 @@ from django.db.models import F
 from django.utils import timezone
 
 from jobs.live import group_send
+from sessions.log_watch import log_moved
 from sessions.models import AgentSession, Event
 from sessions.payloads import SessionEventMessage
 
@@ -50,8 +51,13 @@ def event_append(
             pending=pending,
             run_id=run_id,
         )
-        transaction.on_commit(lambda: event_publish(event))
+        transaction.on_commit(lambda: event_committed(event))
     return event
+
+
+def event_committed(event: Event) -> None:
+    event_publish(event)
+    log_moved(event.session_id, event.kind, event.payload)
 
 
 def _seq_next(session_id: str) -> int:

@@ -19,11 +19,12 @@ django.setup()
 import jobs.tasks, jobs.worker, sessions.tasks, sessions.worker, agentsite.cron
 http = sorted(
     name for name in sys.modules
-    if name.split(".")[0] in ("ninja", "daphne")
+    if name.split(".")[0] in ("ninja", "daphne", "a2a", "starlette")
     or name in ("agentsite.api", "agentsite.auth", "agentsite.http", "agentsite.urls")
     or name.startswith(("jobs.api", "sessions.api", "sessions.approvals_api", "jobs.mcp"))
     or name.startswith("sessions.sse")
     or name in ("sessions.consumers", "sessions.views", "jobs.views", "responses.api")
+    or name in ("a2a_api.app", "a2a_api.handler", "a2a_api.mapping", "a2a_api.notify")
 )
 print(json.dumps(http))
 """
