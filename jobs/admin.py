@@ -240,7 +240,9 @@ class WebhookDeliveryAdmin(admin.ModelAdmin):
     list_select_related = ["owner", "job"]
     list_filter = ["status"]
     search_fields = ["message_id", "event_type", "job__id", "url"]
-    readonly_fields = [f.name for f in WebhookDelivery._meta.fields]
+    # The headers a receiver asked for hold its secrets (an A2A client's token).
+    exclude = ["headers"]
+    readonly_fields = [f.name for f in WebhookDelivery._meta.fields if f.name != "headers"]
 
 
 @admin.register(WebhookAttempt)
