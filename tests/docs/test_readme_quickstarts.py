@@ -167,3 +167,15 @@ def test_the_openai_quickstart_runs_the_tests_in_the_background(
     out = run_block(block, live_url)
 
     assert out.strip().endswith(shown.group(1))
+
+
+def test_the_a2a_quickstart_streams_a_report_from_another_agent(
+    live_url: str, rq_workers: Processes, admin_login: tuple[str, str]
+) -> None:
+    block = readme_block("a2a")
+    shown = re.search(r"print\(answer\)  # (.+)$", block, re.M)
+    assert shown is not None
+
+    out = run_block(block, live_url)
+
+    assert out.strip().splitlines()[-1] == shown.group(1)
