@@ -47,7 +47,7 @@ chaos: install
 	$(PY) -m pytest -p tests.chaos.environment -s tests/chaos/suite.py $(PYTEST_ARGS)
 
 bench: install
-	$(PY) bench/run.py
+	$(PY) -m bench.run
 
 lint: install
 	$(VENV)/bin/ruff check .

@@ -33,10 +33,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-BASE_DIR = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(BASE_DIR))
-
-from _scratch import scratch_environment  # noqa: E402
+from bench.support import processes_stop, scratch_environment
 
 STEPS = [int(n) for n in os.environ.get("BENCH_HISTORY_STEPS", "10000,100000,1000000").split(",")]
 REPEAT = int(os.environ.get("BENCH_HISTORY_REPEAT", "30"))
@@ -122,8 +119,7 @@ def main() -> int:
             print(f"measured at {step:,} events and jobs", flush=True)
         return report(table)
     finally:
-        for process in owned:
-            process.terminate()
+        processes_stop(owned)
 
 
 def report(table: dict[str, dict[int, float]]) -> int:
