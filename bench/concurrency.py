@@ -11,8 +11,8 @@ The processes are ``make run``'s defaults — one daphne, one turn worker
 (``TurnWorker``), one tool worker, the scheduler — on a scratch SQLite
 database (or ``BENCH_DATABASE_URL``) and ``REDIS_URL`` or an embedded Redis.
 The simulated users speak HTTP through aiohttp, whose parser is in C: they share
-the box with the server, and a heavier client (httpx cost ~5x more CPU per turn)
-would take the cores the server needs at 200 users.
+the box with the server, and a heavier client (httpx: docs/benchmarks.md) would
+take the cores the server needs at 200 users.
 
 The baseline, measured in the same run: the same load against a forking
 turn worker (RQ's worker, one turn at a time), for N = 1 and 10.
