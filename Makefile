@@ -9,25 +9,28 @@ LOCK := requirements.lock
 .PHONY: run test fuzz chaos bench install lock lint migrations-check clean
 
 # Exactly the versions of requirements.lock, each checked against its hashes; then
-# agentsite itself, with no dependency of its own resolved afresh.
+# agentsite itself, with no dependency of its own resolved afresh, built by the
+# lock's setuptools (no isolated build environment fetching a backend of its own).
 $(STAMP): $(LOCK) pyproject.toml
 	$(PYTHON) -c 'import sys; sys.exit("agentsite needs Python 3.11+") if sys.version_info < (3, 11) else None'
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --require-hashes -r $(LOCK)
-	$(PY) -m pip install --quiet --no-deps -e .
+	$(PY) -m pip install --quiet --no-deps --no-build-isolation -e .
 	$(PY) -m pip check
 	touch $(STAMP)
 
 install: $(STAMP)
 
 # Re-resolves pyproject.toml's ranges into requirements.lock, keeping the pins that
-# still fit (LOCK_ARGS=--upgrade, or --upgrade-package NAME, to move them). Not after
+# still fit (LOCK_ARGS=--upgrade, or --upgrade-package NAME, to move them), with the
+# build backend of [build-system] that install builds agentsite with. Not after
 # install: with a dependency the lock lacks yet, install's pip check fails.
 lock:
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	test -x $(VENV)/bin/pip-compile || $(PY) -m pip install --quiet pip-tools
 	$(VENV)/bin/pip-compile --quiet --generate-hashes --allow-unsafe --extra dev --strip-extras \
-		--no-emit-index-url --no-emit-find-links $(LOCK_ARGS) -o $(LOCK) pyproject.toml
+		--build-deps-for=editable --no-emit-index-url --no-emit-find-links $(LOCK_ARGS) \
+		-o $(LOCK) pyproject.toml
 
 run: install
 	$(PY) manage.py serve
@@ -47,7 +50,7 @@ chaos: install
 	$(PY) -m pytest -p tests.chaos.environment -s tests/chaos/suite.py $(PYTEST_ARGS)
 
 bench: install
-	$(PY) bench/run.py
+	$(PY) -m bench.run
 
 lint: install
 	$(VENV)/bin/ruff check .

@@ -1,7 +1,8 @@
 """A websocket follower light enough to hold thousands of in one benchmark process.
 
-The ``websockets`` client costs tens of microseconds per frame, which at 5,000
-followers would measure the benchmark rather than the server. This one speaks
+The ``websockets`` client costs so much CPU per frame (docs/benchmarks.md,
+"Streams") that at 5,000 followers it would measure the benchmark rather than
+the server. This one speaks
 just enough of RFC 6455 to follow a stream: the opening handshake, unmasked
 server frames, pongs to the server's pings, and a close. For each text frame
 it records when the frame arrived and the ``"t"`` timestamp the publisher put

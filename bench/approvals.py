@@ -54,12 +54,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-BASE_DIR = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(BASE_DIR))
-
-from _procs import children_of, parents  # noqa: E402
-from _scratch import percentile, scratch_environment  # noqa: E402
-from load import Serve, Step, children, make_tokens, run_step  # noqa: E402
+from bench.load import Serve, Step, children, run_step
+from bench.support import (
+    api_tokens_file,
+    children_of,
+    machine_ticks,
+    parents,
+    percentile,
+    processes_stop,
+    scratch_environment,
+    status_figure,
+)
 
 TTFT_RATIO_TARGET = 1.1
 START_P95_TARGET_S = 0.1
@@ -98,13 +103,6 @@ class Settings:
 # --- what the processes hold ------------------------------------------------------------
 
 
-def threads(pid: int) -> int:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("Threads:"):
-            return int(line.split()[1])
-    return 0
-
-
 def holdings(serve_pid: int) -> dict[str, int]:
     """What the processes and Redis hold right now."""
     import django_rq
@@ -121,8 +119,8 @@ def holdings(serve_pid: int) -> dict[str, int]:
     connection = django_rq.get_connection("tools")
     queues = [django_rq.get_queue(name) for name in ("turns", "tools", "default")]
     return {
-        "web threads": threads(roles["web"]),
-        "turn worker threads": threads(roles["turns"]),
+        "web threads": status_figure(roles["web"], "Threads"),
+        "turn worker threads": status_figure(roles["turns"], "Threads"),
         "running turns (RQ)": StartedJobRegistry(queue=queues[0]).count,
         "running turns (database)": Run.objects.filter(status=Run.Status.RUNNING).count(),
         "RQ workers (Redis)": len(Worker.all(connection=connection)),
@@ -154,13 +152,6 @@ class Peaks(threading.Thread):
             connections.close_all()
 
 
-def box_ticks() -> tuple[int, int]:
-    """(busy, all) CPU ticks of the whole machine so far, from /proc/stat."""
-    fields = [int(n) for n in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
-    idle = fields[3] + fields[4]  # idle, iowait
-    return sum(fields) - idle, sum(fields)
-
-
 def chat(
     serve: Serve, scratch: Path, tokens_path: Path, cfg: Settings, name: str
 ) -> tuple[Step, dict[str, int]]:
@@ -168,7 +159,7 @@ def chat(
     whole machine's busy cores (others share it: their part is ``box`` less the rest)."""
     peaks = Peaks(serve.proc.pid)
     peaks.start()
-    busy, every = box_ticks()
+    busy, every = machine_ticks()
     try:
         step = run_step(
             serve,
@@ -183,7 +174,7 @@ def chat(
     finally:
         peaks.done.set()
         peaks.join()
-    busy_after, every_after = box_ticks()
+    busy_after, every_after = machine_ticks()
     step.cpu["box"] = (busy_after - busy) / (every_after - every) * (os.cpu_count() or 1)
     return step, peaks.peak
 
@@ -456,7 +447,7 @@ def main() -> int:
 
     call_command("migrate", interactive=False, verbosity=0)
     tokens_path = scratch / "tokens.json"
-    make_tokens(cfg.users, tokens_path)
+    api_tokens_file(cfg.users, tokens_path, username_prefix="load-user")
     tokens: list[str] = json.loads(tokens_path.read_text())
     pending_total = cfg.users * cfg.per_user
     call_s = settings.AGENTSITE_OFFLINE_LATENCY[0]
@@ -519,8 +510,7 @@ def main() -> int:
             warm_up(serve, tokens[0], cfg)
             approved, direct, errors = decide_and_start(serve, tokens, cfg)
     finally:
-        for proc in owned:
-            proc.terminate()
+        processes_stop(owned)
     a_answer, a_mark, a_handed, a_trip = approved.delays()
     d_answer, d_mark, d_handed, d_trip = direct.delays()
     print(

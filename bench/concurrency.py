@@ -11,8 +11,8 @@ The processes are ``make run``'s defaults — one daphne, one turn worker
 (``TurnWorker``), one tool worker, the scheduler — on a scratch SQLite
 database (or ``BENCH_DATABASE_URL``) and ``REDIS_URL`` or an embedded Redis.
 The simulated users speak HTTP through aiohttp, whose parser is in C: they share
-the box with the server, and a heavier client (httpx cost ~5x more CPU per turn)
-would take the cores the server needs at 200 users.
+the box with the server, and a heavier client (httpx: docs/benchmarks.md) would
+take the cores the server needs at 200 users.
 
 The baseline, measured in the same run: the same load against a forking
 turn worker (RQ's worker, one turn at a time), for N = 1 and 10.
@@ -27,7 +27,6 @@ import asyncio
 import json
 import os
 import random
-import socket
 import subprocess
 import sys
 import tempfile
@@ -38,10 +37,17 @@ from typing import Any
 
 import aiohttp
 
-BASE_DIR = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(BASE_DIR))
-
-from _scratch import percentile, scratch_environment  # noqa: E402
+from agentsite.core.embedded_redis import free_port
+from bench.support import (
+    BASE_DIR,
+    api_tokens,
+    cpu_seconds,
+    percentile,
+    process_start,
+    processes_stop,
+    scratch_environment,
+    status_figure,
+)
 
 LEVELS = [int(n) for n in os.environ.get("BENCH_USERS", "1,10,50,100,200").split(",")]
 BASELINE_LEVELS = [
@@ -55,23 +61,8 @@ REPLY_TIMEOUT_S = 60.0
 TURN_WORKERS = int(os.environ.get("BENCH_TURN_WORKERS", "1"))
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def cpu_s(pid: int) -> float:
-    """User plus system CPU time of a process so far."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def rss_mb(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return 0.0
+    return status_figure(pid, "VmRSS") / 1024
 
 
 class Stack:
@@ -84,15 +75,8 @@ class Stack:
         self.procs: list[subprocess.Popen[bytes]] = []
 
     def start(self, *argv: str) -> subprocess.Popen[bytes]:
-        log = open(self.scratch / "stack.log", "ab")
-        proc = subprocess.Popen(
-            [sys.executable, *argv],
-            cwd=BASE_DIR,
-            env={**os.environ, "AGENTSITE_OFFLINE_CALL_S": FIRST_TOKEN_S, "PYTHONUNBUFFERED": "1"},
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
+        env = {**os.environ, "AGENTSITE_OFFLINE_CALL_S": FIRST_TOKEN_S, "PYTHONUNBUFFERED": "1"}
+        proc = process_start(list(argv), log=self.scratch / "stack.log", env=env)
         self.procs.append(proc)
         return proc
 
@@ -130,13 +114,7 @@ class Stack:
         return f"http://127.0.0.1:{self.port}"
 
     def __exit__(self, *exc: object) -> None:
-        for proc in self.procs:
-            proc.terminate()
-        for proc in self.procs:
-            try:
-                proc.wait(30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+        processes_stop(self.procs, grace_s=30)
 
 
 @dataclass
@@ -238,10 +216,10 @@ async def run_level(stack: Stack, tokens: list[str], users: int) -> Level:
         sampler = asyncio.create_task(sample_rss(stack.turn_worker.pid, level, stop))
         people = [User(client, stack.url, tokens[i], level) for i in range(users)]
         pids = {"turn worker": stack.turn_worker.pid, "daphne": stack.web.pid}
-        before = {name: cpu_s(pid) for name, pid in pids.items()}
+        before = {name: cpu_seconds(pid) for name, pid in pids.items()}
         client_before = time.process_time()
         await asyncio.gather(*(p.chat() for p in people))
-        level.cpu = {name: cpu_s(pid) - before[name] for name, pid in pids.items()}
+        level.cpu = {name: cpu_seconds(pid) - before[name] for name, pid in pids.items()}
         # The simulated users share the box: their own cost shows how much is left.
         level.cpu["bench client"] = time.process_time() - client_before
         stop.set()
@@ -263,19 +241,6 @@ def max_overlap(run_ids: list[str]) -> int:
         current += step
         best = max(best, current)
     return best
-
-
-def make_tokens(count: int) -> list[str]:
-    from django.contrib.auth import get_user_model
-
-    from agentsite.models import ApiToken
-
-    User = get_user_model()
-    tokens = []
-    for i in range(count):
-        user, _ = User.objects.get_or_create(username=f"bench-user-{i}")
-        tokens.append(ApiToken.issue(user=user, name="bench")[1])
-    return tokens
 
 
 def report(name: str, levels: list[Level], idle_rss: float) -> None:
@@ -355,7 +320,7 @@ def main() -> int:
     from django.core.management import call_command
 
     call_command("migrate", interactive=False, verbosity=0)
-    tokens = make_tokens(max([*LEVELS, *BASELINE_LEVELS]))
+    tokens = api_tokens(max([*LEVELS, *BASELINE_LEVELS]), username_prefix="bench-user")
     try:
         print(f"{MESSAGES} messages per user, every 6-10 s; {FIRST_TOKEN_S} s to the first token")
         baseline, baseline_idle = [], 0.0
@@ -374,8 +339,7 @@ def main() -> int:
                 )
         return 0 if ok else 1
     finally:
-        for proc in owned:
-            proc.terminate()
+        processes_stop(owned)
 
 
 if __name__ == "__main__":

@@ -31,10 +31,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-BASE_DIR = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(BASE_DIR))
-
-from _scratch import scratch_environment  # noqa: E402
+from bench.support import (
+    BASE_DIR,
+    process_start,
+    processes_stop,
+    scratch_environment,
+    workers_wait,
+)
 
 TIME_SCALE = float(os.environ.get("BENCH_TIME_SCALE", "10"))
 SIM_MINUTES = float(os.environ.get("BENCH_SIM_MINUTES", "3"))
@@ -53,44 +56,21 @@ class Workers:
         from sessions.worker import TURN_WORKER_ARGS
 
         argv = [*TURN_WORKER_ARGS] if queue == "turns" else ["rqworker", queue]
-        log = open(self.scratch / "workers.log", "ab")
+        manage = str(BASE_DIR / "manage.py")
         started = [
-            subprocess.Popen(
-                [sys.executable, str(BASE_DIR / "manage.py"), *argv, "-v", "0"],
-                cwd=BASE_DIR,
+            process_start(
+                [manage, *argv, "-v", "0"],
+                log=self.scratch / "workers.log",
                 env={**os.environ, **env},
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
             )
             for _ in range(count)
         ]
         self.procs += started
-        wait_for_workers(queue, count)
+        workers_wait(queue, count, within_s=60)
         return started
 
     def stop(self, procs: list[subprocess.Popen[bytes]] | None = None) -> None:
-        targets = list(procs if procs is not None else self.procs)
-        for proc in targets:
-            proc.terminate()
-        for proc in targets:
-            try:
-                proc.wait(15)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-
-
-def wait_for_workers(queue_name: str, count: int) -> None:
-    import django_rq
-    from rq import Worker
-
-    queue = django_rq.get_queue(queue_name)
-    deadline = time.monotonic() + 60
-    while len(Worker.all(queue=queue)) < count:
-        if time.monotonic() > deadline:
-            raise SystemExit(f"workers for {queue_name} did not start")
-        time.sleep(0.1)
+        processes_stop(list(procs if procs is not None else self.procs), grace_s=15)
 
 
 def ratio_line(name: str, value: float, baseline: float, target: str, ok: bool) -> None:
@@ -343,8 +323,7 @@ def main() -> int:
         return 0
     finally:
         workers.stop()
-        for proc in owned:
-            proc.terminate()
+        processes_stop(owned)
 
 
 if __name__ == "__main__":

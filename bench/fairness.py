@@ -21,20 +21,17 @@ from __future__ import annotations
 import itertools
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-BASE_DIR = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(BASE_DIR))
-
-from _scratch import (  # noqa: E402
+from bench.support import (
+    processes_stop,
     scratch_environment,
     tool_workers_start,
-    tool_workers_wait,
+    workers_wait,
 )
 
 N_FLOOD = int(os.environ.get("BENCH_FLOOD", "0"))  # 0: 10 per worker + 20
@@ -114,7 +111,7 @@ def layout(scratch: Path, n_workers: int, clients: list[Any], users: list[Any]) 
     n_flood = N_FLOOD or 10 * n_workers + 20
     workers = tool_workers_start(scratch, n_workers)
     try:
-        tool_workers_wait(n_workers)
+        workers_wait("tools", n_workers)
         print(f"{n_workers} workers: {n_flood} jobs of {JOB_S:g} s from A, then B's one at a time")
         wait_done([post_job(client_b) for _ in range(n_workers)])  # warm up
         describe("idle", [probe(client_b) for _ in range(N_PROBES)])
@@ -143,13 +140,7 @@ def layout(scratch: Path, n_workers: int, clients: list[Any], users: list[Any]) 
         )
         return ok
     finally:
-        for proc in workers:
-            proc.terminate()
-        for proc in workers:
-            try:
-                proc.wait(10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+        processes_stop(workers)
         tool_workers_gone()
 
 
@@ -181,13 +172,7 @@ def main() -> int:
         print(f"verdict  {'ok' if all(verdicts) else 'ABOVE TARGET'}")
         return 0
     finally:
-        for proc in owned:
-            proc.terminate()
-        for proc in owned:
-            try:
-                proc.wait(10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+        processes_stop(owned)
 
 
 if __name__ == "__main__":

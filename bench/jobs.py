@@ -23,15 +23,16 @@ import time
 from pathlib import Path
 from typing import Any
 
-BASE_DIR = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(BASE_DIR))
-
-from _procs import TICKS_PER_S, cpu_ticks, live_children_ticks, parents  # noqa: E402
-from _scratch import (  # noqa: E402
+from bench.support import (
+    TICKS_PER_S,
+    cpu_ticks,
+    live_children_ticks,
+    parents,
     percentile,
+    processes_stop,
     scratch_environment,
     tool_workers_start,
-    tool_workers_wait,
+    workers_wait,
 )
 
 N_JOBS = int(os.environ.get("BENCH_JOBS", "200"))
@@ -183,7 +184,7 @@ def main() -> int:
         _, raw = ApiToken.issue(user=user, name="bench")
         client = Client(headers={"Authorization": f"Bearer {raw}"})
         workers = tool_workers_start(scratch, N_WORKERS)
-        tool_workers_wait(N_WORKERS)
+        workers_wait("tools", N_WORKERS)
         print(f"{N_JOBS} no-op jobs x {N_ROUNDS} rounds, {N_WORKERS} workers, {settings_summary()}")
         bench_raw_rq(20)  # warm up both paths
         wait_done([post_job(client, f"warm-{i}")[0] for i in range(20)])
@@ -213,13 +214,7 @@ def main() -> int:
         )
         return 0
     finally:
-        for proc in workers + owned:
-            proc.terminate()
-        for proc in workers + owned:
-            try:
-                proc.wait(10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+        processes_stop(workers + owned)
 
 
 def settings_summary() -> str:

@@ -37,7 +37,6 @@ import os
 import resource
 import secrets
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -46,18 +45,21 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
-BASE_DIR = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(BASE_DIR))
-
-from _procs import (  # noqa: E402
+from agentsite.core.embedded_redis import free_port
+from bench.support import (
+    BASE_DIR,
     TICKS_PER_S,
+    api_tokens_file,
     children_of,
+    command_line,
     cpu_ticks,
     live_children_ticks,
     parents,
+    percentile,
+    processes_stop,
     pss_mib,
+    scratch_environment,
 )
-from _scratch import percentile, scratch_environment  # noqa: E402
 
 LEVELS = [
     int(n)
@@ -78,12 +80,6 @@ LOCUSTFILE = BASE_DIR / "bench" / "_locust_users.py"
 ROLES = (("daphne", "web"), ("TurnWorker", "turns"), ("rqworker", "tools"), ("scheduler", "cron"))
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def cpu_s(pid: int, table: dict[int, int]) -> float:
     """CPU time of a process and of its work horses: the ones it reaped and the live one."""
     return (sum(cpu_ticks(pid)) + live_children_ticks(pid, table)) / TICKS_PER_S
@@ -95,7 +91,7 @@ def children(pid: int) -> dict[str, int]:
     by_role: dict[str, list[int]] = {}
     for child in children_of(pid, parents()):
         try:
-            argv = Path(f"/proc/{child}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+            argv = command_line(child)
         except OSError:
             continue
         role = next((name for word, name in ROLES if word in argv), None)
@@ -361,19 +357,6 @@ def print_step(step: Step, model_delay: float, baseline: Step | None) -> None:
         print(f"          … and {len(step.errors) - 5} more")
 
 
-def make_tokens(count: int, path: Path) -> None:
-    from django.contrib.auth import get_user_model
-
-    from agentsite.models import ApiToken
-
-    User = get_user_model()
-    tokens = []
-    for i in range(count):
-        user, _ = User.objects.get_or_create(username=f"load-user-{i}")
-        tokens.append(ApiToken.issue(user=user, name="bench load")[1])
-    path.write_text(json.dumps(tokens))
-
-
 def main() -> int:
     scratch = Path(tempfile.mkdtemp(prefix="agentsite-bench-load-"))
     owned = scratch_environment(scratch, name="load", extra_tools="tests.jobs.tools_for_tests")
@@ -386,7 +369,7 @@ def main() -> int:
 
     call_command("migrate", interactive=False, verbosity=0)
     tokens_path = scratch / "tokens.json"
-    make_tokens(max([1, *LEVELS]), tokens_path)
+    api_tokens_file(max([1, *LEVELS]), tokens_path, username_prefix="load-user")
     call_s, input_s, output_s = settings.AGENTSITE_OFFLINE_LATENCY
     database = settings.DATABASES["default"]["ENGINE"].rsplit(".", 1)[-1]
     print(
@@ -414,8 +397,7 @@ def main() -> int:
                     break
             print(memory_line(serve.proc.pid))
     finally:
-        for proc in owned:
-            proc.terminate()
+        processes_stop(owned)
     largest = 0
     for step in steps:  # the curve up to the first miss
         if not passes(step, call_s):

@@ -19,9 +19,7 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -29,10 +27,15 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-BASE_DIR = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(BASE_DIR))
-
-from _scratch import percentile, scratch_environment  # noqa: E402
+from bench.support import (
+    BASE_DIR,
+    daphne_start,
+    percentile,
+    process_start,
+    processes_stop,
+    scratch_environment,
+    workers_wait,
+)
 
 ROUNDS = int(os.environ.get("BENCH_RESPONSES_ROUNDS", "30"))
 
@@ -42,47 +45,6 @@ def ms(values: list[float]) -> str:
         f"p50 {1000 * statistics.median(values):6.1f} ms"
         f"  p95 {1000 * percentile(values, 0.95):6.1f} ms"
     )
-
-
-def start(scratch: Path, name: str, *argv: str) -> subprocess.Popen[bytes]:
-    log = open(scratch / f"{name}.log", "ab")  # open as long as the process runs
-    return subprocess.Popen(
-        [sys.executable, *argv],
-        cwd=BASE_DIR,
-        env=dict(os.environ),
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
-
-
-def start_daphne(scratch: Path) -> tuple[subprocess.Popen[bytes], str]:
-    from agentsite.core.embedded_redis import free_port
-
-    port = free_port()
-    argv = ["-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "-v", "0"]
-    proc = start(scratch, "daphne", *argv, "agentsite.asgi:application")
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
-            return proc, f"http://127.0.0.1:{port}"
-        except OSError:
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise SystemExit("daphne did not start; see its log") from None
-            time.sleep(0.1)
-
-
-def wait_for_turn_worker() -> None:
-    import django_rq
-    from rq import Worker
-
-    queue = django_rq.get_queue("turns")
-    deadline = time.monotonic() + 30
-    while not Worker.all(queue=queue):
-        if time.monotonic() > deadline:
-            raise SystemExit("the turn worker did not start")
-        time.sleep(0.1)
 
 
 def sse(lines: Iterator[str]) -> Iterator[dict[str, Any]]:
@@ -183,11 +145,13 @@ def main() -> int:
     call_command("migrate", interactive=False, verbosity=0)
     user = get_user_model().objects.create_user(f"bench-{os.getpid()}", password="bench-pw")
     _, api_token = ApiToken.issue(user=user, name="bench")
-    owned.append(start(scratch, "worker-turns", str(BASE_DIR / "manage.py"), *TURN_WORKER_ARGS))
-    daphne, base = start_daphne(scratch)
+    manage = str(BASE_DIR / "manage.py")
+    owned.append(process_start([manage, *TURN_WORKER_ARGS], log=scratch / "worker-turns.log"))
+    daphne, port = daphne_start(scratch)
     owned.append(daphne)
+    base = f"http://127.0.0.1:{port}"
     try:
-        wait_for_turn_worker()
+        workers_wait("turns")
         headers = {"Authorization": f"Bearer {api_token}"}
         with httpx.Client(base_url=base, headers=headers, timeout=60) as client:
             responses, sessions = Responses(client), Sessions(client)
@@ -211,12 +175,7 @@ def main() -> int:
             f"(target p50 ≤ 50 ms: {'met' if p50 <= 0.050 else 'MISSED'})"
         )
     finally:
-        for proc in owned:
-            proc.terminate()
-            try:
-                proc.wait(10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+        processes_stop(owned)
     return 0
 
 

@@ -1,4 +1,4 @@
-"""Run every benchmark under bench/ in turn (``make bench``)."""
+"""Run every benchmark under bench/ in turn (``make bench``), each as ``python -m bench.NAME``."""
 
 from __future__ import annotations
 
@@ -7,19 +7,23 @@ import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+# What the benchmarks are made of, not benchmarks themselves.
+NOT_BENCHMARKS = {"__init__", "run", "support"}
 
 
 def main() -> int:
     failures = 0
-    scripts = sorted(
-        p for p in HERE.glob("*.py") if p.name != "run.py" and not p.name.startswith("_")
+    names = sorted(
+        p.stem
+        for p in HERE.glob("*.py")
+        if p.stem not in NOT_BENCHMARKS and not p.stem.startswith("_")
     )
-    if not scripts:
+    if not names:
         print("no benchmarks yet")
         return 0
-    for script in scripts:
-        print(f"=== {script.name}", flush=True)
-        failures += subprocess.call([sys.executable, str(script)], cwd=HERE.parent) != 0
+    for name in names:
+        print(f"=== {name}", flush=True)
+        failures += subprocess.call([sys.executable, "-m", f"bench.{name}"], cwd=HERE.parent) != 0
     return 1 if failures else 0
 
 

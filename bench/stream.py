@@ -35,7 +35,6 @@ import json
 import math
 import os
 import random
-import socket
 import statistics
 import subprocess
 import sys
@@ -45,10 +44,16 @@ import time
 from pathlib import Path
 from typing import Any
 
-BASE_DIR = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(BASE_DIR))
-
-from _scratch import percentile, scratch_environment  # noqa: E402
+from bench._wsclient import follow
+from bench.support import (
+    BASE_DIR,
+    cpu_seconds,
+    daphne_start,
+    percentile,
+    processes_stop,
+    scratch_environment,
+    status_figure,
+)
 
 LATENCY_EVENTS = int(os.environ.get("BENCH_STREAM_EVENTS", "300"))
 RESUME_EVENTS = int(os.environ.get("BENCH_RESUME_EVENTS", "3000"))
@@ -60,7 +65,7 @@ FANOUT_EVENTS = int(os.environ.get("BENCH_FANOUT_EVENTS", "20"))
 FANOUT_PAUSE = float(os.environ.get("BENCH_FANOUT_PAUSE", "1.0"))
 STORM = int(os.environ.get("BENCH_STORM", "1000"))
 PARTS = os.environ.get("BENCH_STREAM_PARTS", "latency,resume,fanout,storm").split(",")
-APPS = {"agentsite": "agentsite.asgi:application", "raw": "_fanout_raw:application"}
+APPS = {"agentsite": "agentsite.asgi:application", "raw": "bench._fanout_raw:application"}
 
 # The appending worker: writes events to sessions round-robin, stamping each
 # with the wall-clock time just before the append (same machine, same clock).
@@ -90,46 +95,6 @@ def ms(values: list[float]) -> str:
 # --- environment ---------------------------------------------------------------------------
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def start_daphne(scratch: Path, app: str = "agentsite") -> tuple[subprocess.Popen[bytes], str]:
-    port = free_port()
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(BASE_DIR), str(BASE_DIR / "bench")]))
-    log = open(scratch / "daphne.log", "ab")  # open as long as daphne runs
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "daphne",
-            "-b",
-            "127.0.0.1",
-            "-p",
-            str(port),
-            "-v",
-            "0",
-            APPS[app],
-        ],
-        cwd=BASE_DIR,
-        env=env,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
-            return proc, f"ws://127.0.0.1:{port}"
-        except OSError:
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise SystemExit("daphne did not start; see its log") from None
-            time.sleep(0.1)
-
-
 def appender(session_ids: list[str], count: int, pause: float) -> subprocess.Popen[bytes]:
     return subprocess.Popen(
         [sys.executable, "-c", APPENDER, json.dumps(session_ids), str(count), str(pause)],
@@ -142,13 +107,6 @@ def session_last_seq(session_id: str) -> int:
     from sessions.models import AgentSession
 
     return AgentSession.objects.values_list("last_seq", flat=True).get(pk=session_id)
-
-
-def rss_kib(pid: int) -> int:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1])
-    return 0
 
 
 # --- clients ---------------------------------------------------------------------------------
@@ -258,30 +216,22 @@ class Stack:
         self.procs: list[subprocess.Popen[bytes]] = []
         self.ports: list[int] = []
         for _ in range(count):
-            proc, base = start_daphne(scratch, app)
+            proc, port = daphne_start(scratch, APPS[app])
             self.procs.append(proc)
-            self.ports.append(int(base.rsplit(":", 1)[1]))
-        self.rss_before = sum(rss_kib(p.pid) for p in self.procs)
+            self.ports.append(port)
+        self.rss_before = self.rss_kib()
+
+    def rss_kib(self) -> int:
+        return sum(status_figure(p.pid, "VmRSS") for p in self.procs)
 
     def rss_per_connection(self, connections: int) -> float:
-        return (sum(rss_kib(p.pid) for p in self.procs) - self.rss_before) / max(1, connections)
+        return (self.rss_kib() - self.rss_before) / max(1, connections)
 
     def cpu_s(self) -> float:
         return sum(cpu_seconds(p.pid) for p in self.procs)
 
     def stop(self) -> None:
-        for proc in self.procs:
-            proc.terminate()
-        for proc in self.procs:
-            try:
-                proc.wait(10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-
-
-def cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        processes_stop(self.procs)
 
 
 class Target:
@@ -307,17 +257,14 @@ class Target:
     def publisher(self, count: int, pause: float) -> subprocess.Popen[bytes]:
         if self.session is None:
             return subprocess.Popen(
-                # As a module, so that the project (not bench/jobs.py) is ``jobs``.
-                [sys.executable, "-m", "_fanout_raw", str(count), str(pause)],
+                [sys.executable, "-m", "bench._fanout_raw", str(count), str(pause)],
                 cwd=BASE_DIR,
-                env=dict(os.environ, PYTHONPATH=str(BASE_DIR / "bench")),
+                env=dict(os.environ),
             )
         return appender([self.session.id], count, pause)
 
     async def open(self, count: int, batch: int) -> tuple[list[Any], int]:
         """``count`` followers spread over the stack's processes, ``batch`` connecting at once."""
-        from _wsclient import follow
-
         path, headers = await asyncio.to_thread(self.path_and_headers)
         ports = self.stack.ports
         followers: list[Any] = []
@@ -476,8 +423,9 @@ def main() -> int:
     call_command("migrate", interactive=False, verbosity=0)
     user = get_user_model().objects.create_user(f"bench-{os.getpid()}", password="bench-pw")
     _, api_token = ApiToken.issue(user=user, name="bench")
-    daphne, base = start_daphne(scratch)
+    daphne, port = daphne_start(scratch)
     owned.append(daphne)
+    base = f"ws://127.0.0.1:{port}"
     try:
         if "latency" in PARTS:
             raw = asyncio.run(redis_round_trip(LATENCY_EVENTS))
@@ -506,12 +454,7 @@ def main() -> int:
             print(f"reconnect storm: {STORM} followers of one session connect at once")
             bench_storm(scratch, user, api_token)
     finally:
-        for proc in owned:
-            proc.terminate()
-            try:
-                proc.wait(10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+        processes_stop(owned)
     return 0
 
 

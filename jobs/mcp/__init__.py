@@ -7,6 +7,10 @@ task, so every web process can answer for every task.
 - ``mapping``: job → task and tool-result documents (pure, sync).
 - ``calls``: the sync service calls the handlers make (jobs services, owner checks).
 - ``watch``: waiting for job changes (channel-layer wake-ups, the database as truth).
-- ``server``: the MCP request handlers for both task vocabularies.
+- ``request_context``: what every handler reads of its request (owner, protocol version).
+- ``current_spec``: the 2026-07-28 handlers (the tasks extension).
+- ``previous_spec``: the 2025-11-25 handlers (core tasks, status pushed on the session).
+- ``server``: the lowlevel ``Server``: the tool list, blocking calls, each task method
+  routed to its protocol version's handler.
 - ``endpoint``: the ASGI app mounted at ``/mcp`` (Bearer auth, session manager).
 """

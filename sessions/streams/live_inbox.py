@@ -16,9 +16,10 @@ class LiveInbox:
     """A follower's live messages: a bounded queue for one reader, light enough to keep
     one per open socket.
 
-    ``asyncio.Queue`` keeps three deques and an Event (about 3 KiB empty); a
-    follower needs a list and, while it waits, one future. ``put_nowait`` raises
-    ``asyncio.QueueFull`` once ``maxsize`` messages wait, as a Queue would.
+    ``asyncio.Queue`` keeps three deques and an Event (docs/benchmarks.md,
+    "Single operations"); a follower needs a list and, while it waits, one
+    future. ``put_nowait`` raises ``asyncio.QueueFull`` once ``maxsize`` messages
+    wait, as a Queue would.
     """
 
     __slots__ = ("_head", "_items", "_timer", "_touched_at", "_waiter", "maxsize")

@@ -36,8 +36,8 @@ class EventRow(TypedDict):
 # executor, a tool or a request. Each thread keeps its database connection
 # between reads: opening one (on SQLite: the file, its pragmas, Django's SQL
 # functions) cost more than the reads themselves, three of them per follower
-# that connects, which made a reconnect storm of 1,000 followers take most of a
-# minute of CPU (bench/stream.py). The threads are few, so are the connections;
+# that connects, which made a reconnect storm costly (docs/benchmarks.md,
+# "Streams"). The threads are few, so are the connections;
 # with a connection pool (the web process on PostgreSQL) there is nothing to
 # keep: each read takes a pooled connection and gives it back.
 _readers = concurrent.futures.ThreadPoolExecutor(
