@@ -307,6 +307,8 @@ class AgentsiteRequestHandler(RequestHandler):
                 data={"code": "invalid_api_key"},
             ) from exc
         ended = await db(task_view)(await db(_reload)(view.task))
+        for report in updates.reports(ended):
+            yield report
         yield updates.final(ended)
 
 

@@ -31,6 +31,7 @@ from a2a.types import (
     TaskStatusUpdateEvent,
 )
 from django.utils import timezone
+from django.utils.text import slugify
 from google.protobuf import json_format, struct_pb2
 
 from a2a_api.services import (
@@ -55,6 +56,7 @@ STATES = {
 }
 STATE_NAMES = {value: key for key, value in STATES.items()}
 ANSWER = "answer"
+MARKDOWN = "text/markdown"
 
 
 def data_part(value: Any) -> Part:
@@ -158,7 +160,23 @@ def task_of(view: TaskView) -> Task:
                 Artifact(artifact_id=item["id"], name=ANSWER, parts=[Part(text=text)])
             )
             task.history.append(agent_message(view, item["id"], Part(text=text)))
+    task.artifacts.extend(report_artifact(report) for report in view.reports)
     return task
+
+
+def report_artifact(report: dict[str, str]) -> Artifact:
+    """A report a job wrote: its markdown as text, and as a file to save."""
+    markdown = report["markdown"]
+    filename = f"{slugify(report['title'])[:80] or 'report'}-{report['job_id']}.md"
+    return Artifact(
+        artifact_id=report["job_id"],
+        name=report["title"],
+        description=report["summary"],
+        parts=[
+            Part(text=markdown, media_type=MARKDOWN),
+            Part(raw=markdown.encode(), filename=filename, media_type=MARKDOWN),
+        ],
+    )
 
 
 class StepUpdates:
@@ -169,6 +187,7 @@ class StepUpdates:
         self.context_id = view.task.session_id
         # Answers the client holds part of already (from the Task it was sent first).
         self.started = {item["id"] for item in _answers(view.current) if _text(item)}
+        self.started |= {report["job_id"] for report in view.reports}
         self.working = view.state == WORKING
 
     def updates(self, event: StreamEvent) -> list[TaskStatusUpdateEvent | TaskArtifactUpdateEvent]:
@@ -202,6 +221,24 @@ class StepUpdates:
             }
             return [self._status(WORKING, f"{item['id']}-done", Part(text=text), data_part(result))]
         return []
+
+    def reports(self, view: TaskView) -> list[TaskArtifactUpdateEvent]:
+        """The reports the step's jobs wrote, each whole in one update (once per stream)."""
+        updates = []
+        for report in view.reports:
+            if report["job_id"] in self.started:
+                continue
+            self.started.add(report["job_id"])
+            updates.append(
+                TaskArtifactUpdateEvent(
+                    task_id=self.task_id,
+                    context_id=self.context_id,
+                    artifact=report_artifact(report),
+                    append=False,
+                    last_chunk=True,
+                )
+            )
+        return updates
 
     def final(self, view: TaskView) -> TaskStatusUpdateEvent:
         """The update that ends the stream: the task's state once its step has ended."""

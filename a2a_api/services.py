@@ -24,6 +24,7 @@ from a2a_api.models import AgentTask
 from agentsite.core.errors import Conflict, Invalid, NotFound
 from agentsite.core.ids import is_id
 from agentsite.core.queries import get_or_none
+from jobs.models import Job
 from responses.models import AgentResponse
 from responses.payloads import ResponseCreate
 from responses.projection import ResponseProjection
@@ -65,6 +66,8 @@ class TaskView:
     inputs: list[AgentResponse]
     state: str
     pending: list[dict[str, Any]] = field(default_factory=list)
+    # The reports its jobs wrote (write_report), oldest first.
+    reports: list[dict[str, str]] = field(default_factory=list)
 
     @property
     def current(self) -> ResponseProjection:
@@ -234,7 +237,34 @@ def task_view(task: AgentTask) -> TaskView:
     for step in steps:
         step.take()
     state, pending = task_state(task, steps[-1])
-    return TaskView(task=task, steps=steps, inputs=inputs, state=state, pending=pending)
+    return TaskView(
+        task=task,
+        steps=steps,
+        inputs=inputs,
+        state=state,
+        pending=pending,
+        reports=task_reports(steps),
+    )
+
+
+def task_reports(steps: list[ResponseProjection]) -> list[dict[str, str]]:
+    """The markdown reports the steps' jobs wrote: each job's id, title, summary, text."""
+    job_ids = [job_id for step in steps for job_id in step.jobs]
+    if not job_ids:
+        return []
+    done = Job.objects.filter(pk__in=job_ids, status=Job.Status.DONE).order_by("created_at", "id")
+    reports = []
+    for job_id, result in done.values_list("id", "result"):
+        if isinstance(result, dict) and isinstance(result.get("markdown"), str):
+            reports.append(
+                {
+                    "job_id": job_id,
+                    "title": str(result.get("title") or job_id),
+                    "summary": str(result.get("summary") or ""),
+                    "markdown": result["markdown"],
+                }
+            )
+    return reports
 
 
 def task_state(task: AgentTask, current: ResponseProjection) -> tuple[str, list[dict[str, Any]]]:

@@ -64,7 +64,8 @@ def assistant_texts(session_id: str) -> list[str]:
 
 
 def artifact_texts(task: Task) -> list[str]:
-    return ["".join(p.text for p in a.parts) for a in task.artifacts]
+    """The texts of the agent's answers (reports aside)."""
+    return ["".join(p.text for p in a.parts) for a in task.artifacts if a.name == "answer"]
 
 
 async def first_task(client: Any, request: SendMessageRequest) -> Task:
@@ -80,6 +81,7 @@ class Rebuilt:
     def __init__(self) -> None:
         self.task: Task | None = None
         self.texts: dict[str, str] = {}
+        self.reports: dict[str, Any] = {}
         self.states: list[int] = []
         self.calls: list[str] = []
 
@@ -96,6 +98,11 @@ class Rebuilt:
             for part in status.message.parts:
                 if part.WhichOneof("content") == "data" and "tool" in part.data.struct_value:
                     self.calls.append(part.data.struct_value["tool"])
+        elif event.HasField("artifact_update") and event.artifact_update.artifact.name != "answer":
+            update = event.artifact_update
+            assert update.last_chunk and not update.append, "a report comes whole"
+            assert update.artifact.artifact_id not in self.reports, "a report sent twice"
+            self.reports[update.artifact.artifact_id] = update.artifact
         elif event.HasField("artifact_update"):
             update = event.artifact_update
             text = "".join(p.text for p in update.artifact.parts)
@@ -177,6 +184,11 @@ def test_a_stream_carries_the_tool_call_and_the_answer_chunk_by_chunk(
     assert list(rebuilt.texts.values()) == assistant_texts(session_id)
     job = Job.objects.get(session_id=session_id, tool="write_report")
     assert job.status == Job.Status.DONE
+    # The report is an artifact of its own: the markdown as text and as a file.
+    report = rebuilt.reports[job.id]
+    text, file = report.parts
+    assert text.text == job.result["markdown"] and text.media_type == "text/markdown"
+    assert file.raw == job.result["markdown"].encode() and file.filename.endswith(f"{job.id}.md")
 
 
 @pytest.mark.parametrize("binding", BINDINGS)
