@@ -187,8 +187,9 @@ def test_a_stream_carries_the_tool_call_and_the_answer_chunk_by_chunk(
     # The report is an artifact of its own: the markdown as text and as a file.
     report = rebuilt.reports[job.id]
     text, file = report.parts
-    assert text.text == job.result["markdown"] and text.media_type == "text/markdown"
-    assert file.raw == job.result["markdown"].encode() and file.filename.endswith(f"{job.id}.md")
+    markdown = str((job.result or {})["markdown"])
+    assert text.text == markdown and text.media_type == "text/markdown"
+    assert file.raw == markdown.encode() and file.filename.endswith(f"{job.id}.md")
 
 
 @pytest.mark.parametrize("binding", BINDINGS)
