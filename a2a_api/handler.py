@@ -295,7 +295,10 @@ class AgentsiteRequestHandler(RequestHandler):
         updates = StepUpdates(view)
         try:
             async for event in response_events(
-                view.inputs[-1], after=view.current.number - 1, credential=credential
+                view.inputs[-1],
+                after=view.current.number - 1,
+                credential=credential,
+                job_progress=True,
             ):
                 if event is None:
                     continue

@@ -192,6 +192,8 @@ class StepUpdates:
 
     def updates(self, event: StreamEvent) -> list[TaskStatusUpdateEvent | TaskArtifactUpdateEvent]:
         kind = event["type"]
+        if kind == "job.progress":
+            return [self._progress(event["payload"])]
         if kind == "response.in_progress" and not self.working:
             self.working = True
             return [self._status(WORKING)]
@@ -245,6 +247,19 @@ class StepUpdates:
         return TaskStatusUpdateEvent(
             task_id=self.task_id, context_id=self.context_id, status=status_of(view)
         )
+
+    def _progress(self, payload: dict[str, Any]) -> TaskStatusUpdateEvent:
+        """A job's progress: ``working``, with the fraction done and what it is doing."""
+        progress = payload.get("progress") or {}
+        doc = {
+            "job_id": payload["job_id"],
+            "tool": payload.get("tool", ""),
+            "progress": progress.get("fraction"),
+            "message": progress.get("message", ""),
+        }
+        text = f"{doc['tool']}: {doc['message']}".strip(": ")
+        message_id = f"{payload['job_id']}-progress-{progress.get('fraction')}"
+        return self._status(WORKING, message_id, Part(text=text), data_part(doc))
 
     def _status(self, state: str, message_id: str = "", *parts: Part) -> TaskStatusUpdateEvent:
         status = TaskStatus(state=STATES[state])

@@ -78,13 +78,20 @@ def _caught_up(projection: ResponseProjection, position: int) -> list[StreamEven
 
 
 async def response_events(
-    response: AgentResponse, *, after: int = -1, credential: Credential | None = None
+    response: AgentResponse,
+    *,
+    after: int = -1,
+    credential: Credential | None = None,
+    job_progress: bool = False,
 ) -> AsyncIterator[StreamEvent | None]:
     """The response's stream events numbered above ``after``, until its end.
 
     Yields None for a stretch without news (a heartbeat), so that a stream can
     keep its connection alive. With a ``credential``, raises CredentialRevoked
-    once it no longer holds (its token revoked, its user deactivated).
+    once it no longer holds (its token revoked, its user deactivated). With
+    ``job_progress``, also the progress of the response's own jobs as it arrives
+    live, as ``{"type": "job.progress", "payload": <the job event>}`` (no number:
+    the Responses API has no such event; the A2A edge shows it).
     """
     # What the log holds already, in one read; a response that has ended needs no more.
     projection = await _project(response)
@@ -109,10 +116,22 @@ async def response_events(
             for event in events:
                 if event["sequence_number"] > after:
                     yield event
+            if job_progress and frame is not None and _progress_of(projection, frame):
+                yield {"type": "job.progress", "payload": frame["payload"]}
             if projection.ended:
                 return
             if frame is None:
                 yield None
+
+
+def _progress_of(projection: ResponseProjection, frame: Any) -> bool:
+    """Whether a log frame is the progress of one of the response's jobs."""
+    payload = frame["payload"]
+    return (
+        frame["kind"] == "job_event"
+        and payload.get("event") == "job_progress"
+        and payload.get("job_id") in projection.jobs
+    )
 
 
 async def response_wait(

@@ -29,6 +29,7 @@ from a2a.types import (
     TaskNotFoundError,
     TaskState,
 )
+from google.protobuf import json_format
 
 from a2a_api.models import AgentTask
 from jobs.models import Job
@@ -84,6 +85,7 @@ class Rebuilt:
         self.reports: dict[str, Any] = {}
         self.states: list[int] = []
         self.calls: list[str] = []
+        self.progress: list[dict[str, Any]] = []
 
     def take(self, event: StreamResponse) -> None:
         if event.HasField("task"):
@@ -96,8 +98,13 @@ class Rebuilt:
             status = event.status_update.status
             self.states.append(status.state)
             for part in status.message.parts:
-                if part.WhichOneof("content") == "data" and "tool" in part.data.struct_value:
-                    self.calls.append(part.data.struct_value["tool"])
+                if part.WhichOneof("content") != "data":
+                    continue
+                data = json_format.MessageToDict(part.data)
+                if "progress" in data:
+                    self.progress.append(data)
+                elif "tool" in data and "arguments" in data:
+                    self.calls.append(data["tool"])
         elif event.HasField("artifact_update") and event.artifact_update.artifact.name != "answer":
             update = event.artifact_update
             assert update.last_chunk and not update.append, "a report comes whole"
@@ -184,6 +191,9 @@ def test_a_stream_carries_the_tool_call_and_the_answer_chunk_by_chunk(
     assert list(rebuilt.texts.values()) == assistant_texts(session_id)
     job = Job.objects.get(session_id=session_id, tool="write_report")
     assert job.status == Job.Status.DONE
+    # Its progress came as it went, in order.
+    fractions = [p["progress"] for p in rebuilt.progress if p["job_id"] == job.id]
+    assert fractions and fractions == sorted(fractions) and fractions[-1] == 1.0, fractions
     # The report is an artifact of its own: the markdown as text and as a file.
     report = rebuilt.reports[job.id]
     text, file = report.parts
