@@ -77,7 +77,7 @@ async def test_a_follower_after_the_last_one_left_proves_the_group_again(user: A
 async def test_a_process_keeps_listening_after_its_last_follower_left(user: Any) -> None:
     # channels_redis's pub/sub receiver sleeps 100 ms between looks while it holds no
     # subscription: a new stream on a quiet process waited up to that long for its
-    # marker (bench/responses.py: first text 91 ms, of which the wait was most).
+    # marker (docs/benchmarks.md, bench/responses.py's time to first text).
     from django.conf import settings
     from redis import Redis
 
