@@ -13,6 +13,7 @@ from __future__ import annotations
 import functools
 import logging
 from collections.abc import AsyncGenerator, Awaitable, Callable
+from datetime import UTC, datetime
 from typing import Any, ParamSpec, TypeVar, cast
 
 from a2a.auth.user import User
@@ -203,8 +204,13 @@ class AgentsiteRequestHandler(RequestHandler):
         page_size = params.page_size if params.HasField("page_size") else 50
         owner = caller(context).django_user
         state = STATE_NAMES.get(params.status, "") if params.status else ""
+        since = (
+            params.status_timestamp_after.ToDatetime(tzinfo=UTC)
+            if params.HasField("status_timestamp_after")
+            else None
+        )
         views, token, total = await db(_list)(
-            owner, params.context_id, page_size, params.page_token, state
+            owner, params.context_id, page_size, params.page_token, state, since
         )
         response = ListTasksResponse(next_page_token=token, page_size=page_size, total_size=total)
         for view in views:
@@ -354,15 +360,26 @@ def _reload(task: AgentTask) -> AgentTask:
 
 
 def _list(
-    owner: Any, context_id: str, page_size: int, page_token: str, state: str
+    owner: Any,
+    context_id: str,
+    page_size: int,
+    page_token: str,
+    state: str,
+    since: datetime | None,
 ) -> tuple[list[TaskView], str, int]:
-    """A page of views; with a ``state``, of the tasks in it among the newest
-    ``STATUS_SCAN_MAX`` from the page token on (a state is derived, not stored)."""
-    if not state:
+    """A page of views; with a ``state`` or a ``since``, of the tasks that match among the
+    newest ``STATUS_SCAN_MAX`` from the page token on (a state is derived, not stored)."""
+    if not state and since is None:
         tasks, token, total = task_list(
             owner=owner, context_id=context_id, page_size=page_size, page_token=page_token
         )
         return [task_view(t) for t in tasks], token, total
+
+    def wanted(view: TaskView) -> bool:
+        if state and view.state != state:
+            return False
+        return since is None or (view.status_at is not None and view.status_at > since)
+
     matches: list[TaskView] = []
     scanned = 0
     while scanned < STATUS_SCAN_MAX:
@@ -370,7 +387,7 @@ def _list(
             owner=owner, context_id=context_id, page_size=100, page_token=page_token
         )
         scanned += len(tasks)
-        matches += [v for v in map(task_view, tasks) if v.state == state]
+        matches += [v for v in map(task_view, tasks) if wanted(v)]
         if not page_token:
             break
     shown = matches[:page_size]

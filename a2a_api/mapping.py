@@ -102,7 +102,7 @@ def waiting_text(pending: list[dict[str, Any]]) -> str:
 def status_of(view: TaskView, when: datetime | None = None) -> TaskStatus:
     """The task's status, with the message that says why for a task that waits or failed."""
     status = TaskStatus(state=STATES[view.state])
-    status.timestamp.FromDatetime(when or timezone.now())
+    status.timestamp.FromDatetime(when or view.status_at or timezone.now())
     step_id = view.task.current_response_id
     if view.state == INPUT_REQUIRED:
         parts = [Part(text=waiting_text(view.pending)), *map(request_part, view.pending)]
@@ -139,8 +139,14 @@ def _user_message(view: TaskView, n: int, response: AgentResponse) -> Message:
     )
 
 
-def _answers(step: ResponseProjection) -> list[dict[str, Any]]:
-    return [item for item in step.output if item["type"] == "message"]
+def _answers(step: ResponseProjection) -> list[tuple[str, str]]:
+    """Each answer of the step: its item id and its text so far (an open one's too)."""
+    open_texts = {message.id: message.text for message in step.messages.values()}
+    return [
+        (item["id"], _text(item) or open_texts.get(item["id"], ""))
+        for item in step.output
+        if item["type"] == "message"
+    ]
 
 
 def _text(item: dict[str, Any]) -> str:
@@ -152,14 +158,13 @@ def task_of(view: TaskView) -> Task:
     task = Task(id=view.task.id, context_id=view.task.session_id, status=status_of(view))
     for n, (response, step) in enumerate(zip(view.inputs, view.steps, strict=True)):
         task.history.append(_user_message(view, n, response))
-        for item in _answers(step):
-            text = _text(item)
+        for item_id, text in _answers(step):
             if not text:
                 continue
             task.artifacts.append(
-                Artifact(artifact_id=item["id"], name=ANSWER, parts=[Part(text=text)])
+                Artifact(artifact_id=item_id, name=ANSWER, parts=[Part(text=text)])
             )
-            task.history.append(agent_message(view, item["id"], Part(text=text)))
+            task.history.append(agent_message(view, item_id, Part(text=text)))
     task.artifacts.extend(report_artifact(report) for report in view.reports)
     return task
 
@@ -186,7 +191,7 @@ class StepUpdates:
         self.task_id = view.task.id
         self.context_id = view.task.session_id
         # Answers the client holds part of already (from the Task it was sent first).
-        self.started = {item["id"] for item in _answers(view.current) if _text(item)}
+        self.started = {item_id for item_id, text in _answers(view.current) if text}
         self.started |= {report["job_id"] for report in view.reports}
         self.working = view.state == WORKING
 

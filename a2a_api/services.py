@@ -30,7 +30,7 @@ from responses.payloads import ResponseCreate
 from responses.projection import ResponseProjection
 from responses.services import DEFAULT_MODEL, response_create, response_project
 from sessions.approvals import approval_cancel
-from sessions.models import Approval
+from sessions.models import Approval, Event
 from sessions.services import session_for
 
 # The states a task ends in; input-required is where it waits, not an end.
@@ -68,6 +68,8 @@ class TaskView:
     pending: list[dict[str, Any]] = field(default_factory=list)
     # The reports its jobs wrote (write_report), oldest first.
     reports: list[dict[str, str]] = field(default_factory=list)
+    # When the log last moved it: its current step's last event (or the step's creation).
+    status_at: datetime | None = None
 
     @property
     def current(self) -> ResponseProjection:
@@ -244,7 +246,16 @@ def task_view(task: AgentTask) -> TaskView:
         state=state,
         pending=pending,
         reports=task_reports(steps),
+        status_at=_moved_at(inputs[-1], steps[-1]),
     )
+
+
+def _moved_at(response: AgentResponse, step: ResponseProjection) -> datetime:
+    seq = step.position if step.end_seq is None else step.end_seq
+    moved = Event.objects.filter(
+        session_id=response.session_id, seq=seq, seq__gte=response.input_seq
+    ).values_list("created_at", flat=True)
+    return moved.first() or response.created_at
 
 
 def task_reports(steps: list[ResponseProjection]) -> list[dict[str, str]]:

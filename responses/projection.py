@@ -126,6 +126,8 @@ class ResponseProjection:
     number: int = 0
     pending: list[StreamEvent] = field(default_factory=list)
     final: dict[str, Any] | None = None
+    # The seq of the log event at which it ended.
+    end_seq: int | None = None
 
     def __post_init__(self) -> None:
         self.message_due = self.header.posts_message
@@ -561,6 +563,7 @@ class ResponseProjection:
             if item["type"] == "mcp_call" and item["status"] == "in_progress":
                 self._call_done(index, error="Cancelled with the response.", status="incomplete")
         self.status = status
+        self.end_seq = self.position
         if status != "failed":
             self.error = None
         elif self.error is None:

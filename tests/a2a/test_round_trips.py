@@ -285,3 +285,80 @@ def test_without_a_token_every_method_but_the_card_is_refused(a2a_url: str, bind
         assert answer.status_code == 401, answer.text
         assert answer.headers["WWW-Authenticate"].startswith("Bearer")
         assert answer.json()["error"]["status"] == "UNAUTHENTICATED"
+
+
+def test_tasks_list_newest_first_in_pages_by_state_and_by_time(client_of: Any, user: Any) -> None:
+    from sessions.models import ToolApprovalRule
+
+    ToolApprovalRule.objects.create(user=user, tool="run_tests", mode="always")
+    mine = client_of(user, streaming=False)
+
+    async def talk() -> dict[str, Any]:
+        seen: dict[str, Any] = {}
+        async with mine as client:
+            first = await first_task(client, send("hello"))
+            waiting = await first_task(client, send("run the tests"))
+            last = await first_task(client, send("hello", context_id=first.context_id))
+            seen["ids"] = [last.id, waiting.id, first.id]
+            page = await client.list_tasks(ListTasksRequest(page_size=2))
+            rest = await client.list_tasks(
+                ListTasksRequest(page_size=2, page_token=page.next_page_token)
+            )
+            seen["pages"] = [[t.id for t in page.tasks], [t.id for t in rest.tasks]]
+            seen["tokens"] = [page.next_page_token, rest.next_page_token]
+            seen["total"] = page.total_size
+            waiting_only = await client.list_tasks(
+                ListTasksRequest(status=TaskState.TASK_STATE_INPUT_REQUIRED)
+            )
+            seen["waiting"] = [t.id for t in waiting_only.tasks]
+            in_context = await client.list_tasks(ListTasksRequest(context_id=first.context_id))
+            seen["context"] = [t.id for t in in_context.tasks]
+            after = ListTasksRequest()
+            after.status_timestamp_after.CopyFrom(first.status.timestamp)
+            seen["after"] = [t.id for t in (await client.list_tasks(after)).tasks]
+        return seen
+
+    seen = run(talk())
+    newest, waiting, oldest = seen["ids"]
+    assert seen["pages"] == [[newest, waiting], [oldest]]
+    assert seen["tokens"][0] and seen["tokens"][1] == ""
+    assert seen["total"] == 3
+    assert seen["waiting"] == [waiting]
+    assert seen["context"] == [newest, oldest]
+    assert seen["after"] == [newest, waiting]
+
+
+@pytest.mark.parametrize("binding", BINDINGS)
+def test_a_subscriber_joining_mid_answer_gets_the_text_so_far_then_the_rest(
+    client_of: Any, user: Any, binding: str
+) -> None:
+    session = AgentSession.objects.create(owner=user, model="scripted")
+    text = "The answer arrives slowly, a few characters at a time, over a few seconds."
+    scripted_push(session.id, {"text": text, "chunk": 4, "delay_s": 0.15})
+    starting, joining = client_of(user, binding, streaming=False), client_of(user, binding)
+
+    async def start() -> Task:
+        async with starting as client:
+            request = send("go slowly", context_id=session.id)
+            request.configuration.return_immediately = True
+            return await first_task(client, request)
+
+    started = run(start())
+    # The answer is open, part of it in the log: a subscriber joins now.
+    wait_until(lambda: Event.objects.filter(session=session, kind="assistant_delta").count() >= 3)
+
+    async def join() -> Rebuilt:
+        rebuilt = Rebuilt()
+        async with joining as client:
+            async for event in client.subscribe(SubscribeToTaskRequest(id=started.id)):
+                rebuilt.take(event)
+        return rebuilt
+
+    rebuilt = run(join())
+    assert rebuilt.task is not None
+    [(_, snapshot_text)] = [
+        (a.artifact_id, "".join(p.text for p in a.parts)) for a in rebuilt.task.artifacts
+    ]
+    assert snapshot_text and text.startswith(snapshot_text) and snapshot_text != text
+    assert list(rebuilt.texts.values()) == [text] == assistant_texts(session.id)
+    assert rebuilt.states[-1] == TaskState.TASK_STATE_COMPLETED
