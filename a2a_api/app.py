@@ -99,6 +99,9 @@ def a2a_app() -> Any:
     protocol = Starlette(
         routes=[
             *create_jsonrpc_routes(handler, JSONRPC_PATH, context_builder=builder),
+            # The same endpoint with a trailing slash: a client that takes the card's URL
+            # as a base (httpx's base_url joined with "/", as the A2A TCK's does) posts there.
+            *create_jsonrpc_routes(handler, f"{JSONRPC_PATH}/", context_builder=builder),
             *create_rest_routes(handler, context_builder=builder, path_prefix=REST_PATH),
         ]
     )
