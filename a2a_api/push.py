@@ -84,7 +84,9 @@ def push_configs(*, task: AgentTask) -> list[PushConfig]:
 
 
 def push_config_delete(*, task: AgentTask, config_id: str) -> None:
-    push_config_get(task=task, config_id=config_id).delete()
+    """Remove the configuration; one that is not there (deleted before) is no error: A2A
+    asks a delete to be idempotent. The task itself must be there (``task_for``)."""
+    PushConfig.objects.filter(task=task, config_id=config_id).delete()
 
 
 def push_headers(config: PushConfig) -> dict[str, str]:

@@ -3,7 +3,8 @@
 A local receiver (an address the tests allow, as the job callbacks' tests do)
 records what arrives: each state once, as a ``StreamResponse`` holding the whole
 task, with the client's token and credentials; the configurations are the
-caller's own, and an address webhooks may not reach is refused.
+caller's own, a delete of one is idempotent, and an address webhooks may not
+reach is refused.
 """
 
 from __future__ import annotations
@@ -106,18 +107,22 @@ def test_configurations_are_the_callers_own_and_refuse_unreachable_addresses(
                     TaskPushNotificationConfig(task_id=task.id, url="http://169.254.169.254/")
                 )
             seen["refused"] = refused.value
-            await client.delete_task_push_notification_config(
-                DeleteTaskPushNotificationConfigRequest(task_id=task.id, id=made.id)
-            )
+            delete = DeleteTaskPushNotificationConfigRequest(task_id=task.id, id=made.id)
+            await client.delete_task_push_notification_config(delete)
             with pytest.raises(TaskNotFoundError):
                 await client.get_task_push_notification_config(
                     GetTaskPushNotificationConfigRequest(task_id=task.id, id=made.id)
                 )
+            # A delete is idempotent: the same one again is no error.
+            await client.delete_task_push_notification_config(delete)
         async with others as theirs:
             with pytest.raises(TaskNotFoundError):
                 await theirs.list_task_push_notification_configs(
                     ListTaskPushNotificationConfigsRequest(task_id=task.id)
                 )
+            # Nor is a task of someone else's one to delete from.
+            with pytest.raises(TaskNotFoundError):
+                await theirs.delete_task_push_notification_config(delete)
         return seen
 
     seen = run(talk())
