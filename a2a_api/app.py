@@ -9,6 +9,8 @@ Bearer …``), checked here before the SDK sees the request.
 
 from __future__ import annotations
 
+import hashlib
+import json
 from typing import Any
 
 from a2a.server.context import ServerCallContext
@@ -50,8 +52,15 @@ class ContextBuilder(DefaultServerCallContextBuilder):
 
 
 async def card(request: Request) -> Response:
+    """The public card, cacheable for five minutes and revalidated by its ETag."""
     document = MessageToDict(agent_card(base_url(request)))
-    return JSONResponse(document, headers={"Cache-Control": "public, max-age=300"})
+    body = json.dumps(document, sort_keys=True, separators=(",", ":")).encode()
+    etag = f'"{hashlib.sha256(body).hexdigest()[:32]}"'
+    headers = {"Cache-Control": "public, max-age=300", "ETag": etag}
+    wanted = {tag.strip() for tag in request.headers.get("if-none-match", "").split(",")}
+    if etag in wanted or "*" in wanted:
+        return Response(status_code=304, headers=headers)
+    return Response(body, media_type="application/json", headers=headers)
 
 
 def _authenticate(raw: str) -> AgentsiteUser | None:

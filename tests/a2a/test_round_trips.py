@@ -132,6 +132,13 @@ def test_the_agent_card_is_public_and_names_both_bindings(a2a_url: str) -> None:
 
     card = run(fetch())
     assert card.name == "agentsite"
+    # Cacheable, and revalidated by its ETag.
+    first = httpx.get(f"{a2a_url}/.well-known/agent-card.json")
+    assert first.headers["Cache-Control"] == "public, max-age=300"
+    again = httpx.get(
+        f"{a2a_url}/.well-known/agent-card.json", headers={"If-None-Match": first.headers["ETag"]}
+    )
+    assert again.status_code == 304 and again.content == b""
     bindings = {i.protocol_binding: i.url for i in card.supported_interfaces}
     assert bindings == {"JSONRPC": f"{a2a_url}/a2a/jsonrpc", "HTTP+JSON": f"{a2a_url}/a2a"}
     assert card.capabilities.streaming and card.capabilities.extended_agent_card

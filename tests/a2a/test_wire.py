@@ -1,6 +1,6 @@
 """A2A on the wire as clients other than the a2a-sdk's send it: raw JSON-RPC and HTTP+JSON.
 
-The requests are those of the A2A compatibility kit (``make tck``), whose
+The requests are those of the A2A compatibility kit (a2aproject/a2a-tck), whose
 clients join paths to the card's URLs and whose checks read error codes and
 statuses: the JSON-RPC endpoint with a trailing slash, a part of a media type
 the agent does not take, a context the caller does not have.
