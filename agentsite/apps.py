@@ -12,9 +12,6 @@ class AgentsiteConfig(AppConfig):
 
         from agentsite import checks  # noqa: F401  (registers the system checks)
         from agentsite.core.telemetry import on_connection_created
-        from agentsite.credentials import connect_signals
 
         # Counts the first database connection after a process lost its database.
         connection_created.connect(on_connection_created, dispatch_uid="agentsite-reconnects")
-        # Revocations, deactivations and logouts end the live connections they concern.
-        connect_signals()

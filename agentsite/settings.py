@@ -150,6 +150,7 @@ INSTALLED_APPS = [
     "django_rq",
     "django_prometheus",
     "agentsite.apps.AgentsiteConfig",
+    "accounts.apps.AccountsConfig",
     "sessions.apps.SessionsConfig",
     "jobs.apps.JobsConfig",
     "responses.apps.ResponsesConfig",

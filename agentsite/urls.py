@@ -4,9 +4,9 @@ from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
+from accounts.api_tokens import router as tokens_router
 from agentsite.api import api
 from agentsite.health import healthz
-from agentsite.tokens import router as tokens_router
 from agentsite.views import metrics_view
 from jobs.api import router as jobs_router
 from responses.api import urlpatterns as responses_urls

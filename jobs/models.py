@@ -143,7 +143,7 @@ class Job(models.Model):
                 condition=models.Q(status__in=["queued", "running"], enqueued_at__isnull=False),
                 name="job_in_flight_idx",
             ),
-            # An owner's live jobs, counted against the live-jobs quota (agentsite.quotas).
+            # An owner's live jobs, counted against the live-jobs quota (accounts.quotas).
             models.Index(
                 fields=["owner"],
                 condition=models.Q(status__in=["queued", "running"]),

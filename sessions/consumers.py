@@ -21,13 +21,13 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AbstractBaseUser
 
+from accounts.credentials import Credential, CredentialRevoked
+from accounts.models import ApiToken
 from agentsite.auth import api_token_for, token_credential
 from agentsite.compat import channels as compat_channels
 from agentsite.core import fanout
 from agentsite.core.errors import DomainError
 from agentsite.core.queries import get_or_none
-from agentsite.credentials import Credential, CredentialRevoked
-from agentsite.models import ApiToken
 from agentsite.origin import offered_api_token
 from agentsite.wire import Wire, drained, text_frame_once, wire_of
 from sessions import services, streams

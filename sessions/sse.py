@@ -15,8 +15,8 @@ from django.db import connections
 from django.http import HttpRequest, StreamingHttpResponse
 from ninja import Router
 
+from accounts.credentials import Credential, CredentialRevoked
 from agentsite.auth import request_credential, request_user
-from agentsite.credentials import Credential, CredentialRevoked
 from agentsite.http import errors
 from agentsite.wire import ResponseWire, drained, response_wire_of
 from sessions.models import AgentSession, Event

@@ -14,8 +14,8 @@ from typing import Any
 import httpx
 import pytest
 
+from accounts.models import ApiToken
 from agentsite.http import MAX_JSON_DEPTH
-from agentsite.models import ApiToken
 from jobs.models import Job
 from sessions.models import AgentSession
 from tests.conftest import Processes
