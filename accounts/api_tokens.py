@@ -15,9 +15,9 @@ from ninja import Field, Router, Schema
 from ninja.responses import Status
 
 from accounts.models import ApiToken
-from agentsite.auth import request_user
 from agentsite.core.errors import NotFound
-from agentsite.http import NOT_BLANK, Body, errors
+from agentsite.web.auth import request_user
+from agentsite.web.http import NOT_BLANK, Body, errors
 
 router = Router(tags=["tokens"])
 # Each operation keeps the operationId that clients generated from the OpenAPI document

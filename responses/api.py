@@ -32,10 +32,10 @@ from redis.exceptions import RedisError
 
 from accounts.credentials import Credential, CredentialRevoked
 from accounts.models import ApiToken
-from agentsite.auth import api_token_for
 from agentsite.core.errors import Conflict, DomainError, NotFound, QuotaExceeded
-from agentsite.http import NestedTooDeep, contains_nul, json_body
-from agentsite.wire import drained, response_wire_of
+from agentsite.web.auth import api_token_for
+from agentsite.web.http import NestedTooDeep, contains_nul, json_body
+from agentsite.web.wire import drained, response_wire_of
 from responses.live import response_cancel, response_events, response_wait
 from responses.models import AgentResponse
 from responses.payloads import ResponseCreate

@@ -34,9 +34,9 @@ from accounts.credentials import (
 )
 from accounts.models import ApiToken
 from accounts.quotas import Quota, quota_limit
-from agentsite.auth import api_token_for, token_credential
 from agentsite.core import fanout
 from agentsite.core.database import DATABASE_AWAY
+from agentsite.web.auth import api_token_for, token_credential
 from jobs.mcp.server import build_server
 from jobs.mcp.sessions import SESSION_LIMIT_SCOPE_KEY, PerUserSessionManager
 

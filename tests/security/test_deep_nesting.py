@@ -15,7 +15,7 @@ import httpx
 import pytest
 
 from accounts.models import ApiToken
-from agentsite.http import MAX_JSON_DEPTH
+from agentsite.web.http import MAX_JSON_DEPTH
 from jobs.models import Job
 from sessions.models import AgentSession
 from tests.conftest import Processes

@@ -20,7 +20,7 @@ from channels.testing import WebsocketCommunicator
 
 from accounts.models import ApiToken
 from agentsite.asgi import application
-from agentsite.origin import BrowserOriginOrToken
+from agentsite.web.origin import BrowserOriginOrToken
 from sessions.streams import LiveInbox
 from tests.sessions.test_stream_clients import make_session
 

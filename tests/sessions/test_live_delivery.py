@@ -14,7 +14,7 @@ from channels.db import database_sync_to_async
 
 from accounts.credentials import Credential, CredentialRevoked
 from accounts.models import ApiToken
-from agentsite.auth import token_credential
+from agentsite.web.auth import token_credential
 from sessions import streams
 from sessions.payloads import SessionEventMessage
 from sessions.streams import credential_watch

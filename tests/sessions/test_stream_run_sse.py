@@ -13,7 +13,7 @@ from channels.db import database_sync_to_async
 
 from accounts.credentials import Credential
 from accounts.models import ApiToken
-from agentsite.auth import token_credential
+from agentsite.web.auth import token_credential
 from sessions.events import event_append
 from sessions.models import AgentSession, Run
 from sessions.runs import run_complete, run_start
