@@ -27,7 +27,7 @@ from starlette.routing import Route
 
 from a2a_api.card import JSONRPC_PATH, REST_PATH, agent_card
 from a2a_api.handler import AgentsiteRequestHandler, AgentsiteUser
-from agentsite.auth import api_token_for, token_credential
+from agentsite.web.auth import api_token_for, token_credential
 
 USER_KEY = "agentsite.a2a_user"
 

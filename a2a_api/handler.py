@@ -65,8 +65,8 @@ from a2a_api.services import (
     task_send,
     task_view,
 )
+from accounts.credentials import Credential, CredentialRevoked
 from agentsite.core.errors import Conflict, DomainError, Invalid, NotFound, QuotaExceeded
-from agentsite.credentials import Credential, CredentialRevoked
 from responses.live import response_cancel, response_events
 
 log = logging.getLogger(__name__)

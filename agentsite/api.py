@@ -3,7 +3,7 @@
 The apps' routers are mounted on it in ``agentsite/urls.py``. A service refuses
 a request with a ``DomainError``; ``STATUS`` below is the only place that says
 which HTTP status each kind of refusal is. Every error body is
-``{"error": {"code", "message", "details"?}}`` (``agentsite.http``).
+``{"error": {"code", "message", "details"?}}`` (``agentsite.web.http``).
 """
 
 from __future__ import annotations
@@ -25,7 +25,6 @@ from ninja.errors import ValidationError as NinjaValidationError
 from ninja.openapi.docs import Swagger
 from redis.exceptions import RedisError
 
-from agentsite.auth import BearerTokenAuth, BrowserSessionAuth, request_user
 from agentsite.core import telemetry
 from agentsite.core.errors import (
     BadRequest,
@@ -35,7 +34,8 @@ from agentsite.core.errors import (
     NotFound,
     QuotaExceeded,
 )
-from agentsite.http import (
+from agentsite.web.auth import BearerTokenAuth, BrowserSessionAuth, request_user
+from agentsite.web.http import (
     UNSAFE_METHOD_ERRORS,
     BoundedJsonParser,
     NestedTooDeep,

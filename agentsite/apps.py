@@ -10,11 +10,8 @@ class AgentsiteConfig(AppConfig):
     def ready(self) -> None:
         from django.db.backends.signals import connection_created
 
-        from agentsite import checks  # noqa: F401  (registers the system checks)
         from agentsite.core.telemetry import on_connection_created
-        from agentsite.credentials import connect_signals
+        from agentsite.ops import checks  # noqa: F401  (registers the system checks)
 
         # Counts the first database connection after a process lost its database.
         connection_created.connect(on_connection_created, dispatch_uid="agentsite-reconnects")
-        # Revocations, deactivations and logouts end the live connections they concern.
-        connect_signals()

@@ -26,9 +26,9 @@ from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler  # noqa: 
 from a2a_api.app import a2a_or  # noqa: E402
 from agentsite.core.heap import settle_long_lived  # noqa: E402
 from agentsite.core.telemetry import StreamsCounted  # noqa: E402
-from agentsite.middleware import BodyLimit, NoSniff, daphne_body_limit  # noqa: E402
-from agentsite.origin import BrowserOriginOrToken  # noqa: E402
-from agentsite.wire import WireInScope  # noqa: E402
+from agentsite.web.middleware import BodyLimit, NoSniff, daphne_body_limit  # noqa: E402
+from agentsite.web.origin import BrowserOriginOrToken  # noqa: E402
+from agentsite.web.wire import WireInScope  # noqa: E402
 from jobs.mcp.endpoint import mcp_or  # noqa: E402
 from sessions.routing import websocket_urlpatterns  # noqa: E402
 
@@ -41,7 +41,7 @@ application = ProtocolTypeRouter(
         # The pages' CSS and JS come from the app itself: no build step, no collectstatic.
         # StreamsCounted: this process's open SSE responses and websockets, for /metrics.
         # BodyLimit: a body over AGENTSITE_MAX_BODY_BYTES is refused before it is buffered.
-        # WireInScope: a stream sees how much its client has left unread (agentsite.wire).
+        # WireInScope: a stream sees how much its client has left unread (agentsite.web.wire).
         # a2a_or: the agent card and /a2a go to the A2A app (a2a_api.app).
         # NoSniff: the static files get the nosniff header Django's views already have.
         "http": WireInScope(
@@ -51,7 +51,7 @@ application = ProtocolTypeRouter(
         ),
         # A handshake that may only use an API token (no Origin, or a token offered)
         # skips the cookie and session middleware. WireInScope: stream frames are
-        # written straight to daphne's connection (agentsite.wire).
+        # written straight to daphne's connection (agentsite.web.wire).
         "websocket": WireInScope(
             StreamsCounted(BrowserOriginOrToken(AuthMiddlewareStack(sockets), cookieless=sockets))
         ),

@@ -3,7 +3,7 @@
 Every value has a default that works on a fresh machine (SQLite, embedded Redis,
 the offline model). Values that cannot be parsed do not raise here: they are
 recorded in ``CONFIG_ERRORS`` and reported by the system checks in
-``agentsite.checks`` with an id, so a typo surfaces as a clear message.
+``agentsite.ops.checks`` with an id, so a typo surfaces as a clear message.
 """
 
 from __future__ import annotations
@@ -150,6 +150,7 @@ INSTALLED_APPS = [
     "django_rq",
     "django_prometheus",
     "agentsite.apps.AgentsiteConfig",
+    "accounts.apps.AccountsConfig",
     "sessions.apps.SessionsConfig",
     "jobs.apps.JobsConfig",
     "responses.apps.ResponsesConfig",
@@ -169,9 +170,9 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_prometheus.middleware.PrometheusAfterMiddleware",
-    "agentsite.errors.ApiMethodNotAllowedAsJson",
-    "agentsite.errors.ApiErrorsAsJson",
-    "agentsite.middleware.SyncChainMiddleware",
+    "agentsite.web.error_pages.ApiMethodNotAllowedAsJson",
+    "agentsite.web.error_pages.ApiErrorsAsJson",
+    "agentsite.web.middleware.SyncChainMiddleware",
 ]
 
 ROOT_URLCONF = "agentsite.urls"

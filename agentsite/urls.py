@@ -4,19 +4,19 @@ from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
+from accounts.api_tokens import router as tokens_router
 from agentsite.api import api
-from agentsite.health import healthz
-from agentsite.tokens import router as tokens_router
-from agentsite.views import metrics_view
+from agentsite.ops.health import healthz
+from agentsite.ops.views import metrics_view
 from jobs.api import router as jobs_router
 from responses.api import urlpatterns as responses_urls
 from sessions.api import router as sessions_router
 from sessions.approvals_api import router as approvals_router
 from sessions.sse import router as streams_router
 
-handler400 = "agentsite.errors.bad_request"
-handler404 = "agentsite.errors.page_not_found"
-handler500 = "agentsite.errors.server_error"
+handler400 = "agentsite.web.error_pages.bad_request"
+handler404 = "agentsite.web.error_pages.page_not_found"
+handler500 = "agentsite.web.error_pages.server_error"
 
 # The REST API: the apps' routers on the one NinjaAPI (auth, errors, OpenAPI document).
 api.add_router("/", jobs_router)

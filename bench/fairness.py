@@ -157,7 +157,7 @@ def main() -> int:
         from django.test import Client
         from django.test.utils import setup_test_environment
 
-        from agentsite.models import ApiToken
+        from accounts.models import ApiToken
 
         setup_test_environment()
         call_command("migrate", interactive=False, verbosity=0)

@@ -57,7 +57,7 @@ def reads() -> dict[str, Callable[[], Any]]:
     from django.contrib.auth import get_user_model
     from django.test import Client
 
-    from agentsite.models import ApiToken
+    from accounts.models import ApiToken
     from jobs.tasks import jobs_sweep
     from sessions.models import AgentSession
     from sessions.runs import runs_reap

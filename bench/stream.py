@@ -417,7 +417,7 @@ def main() -> int:
     from django.contrib.auth import get_user_model
     from django.core.management import call_command
 
-    from agentsite.models import ApiToken
+    from accounts.models import ApiToken
     from sessions.models import AgentSession
 
     call_command("migrate", interactive=False, verbosity=0)

@@ -61,7 +61,7 @@ def api_tokens(count: int, *, username_prefix: str) -> list[str]:
     """An API token for each of ``count`` users, made as they are needed."""
     from django.contrib.auth import get_user_model
 
-    from agentsite.models import ApiToken
+    from accounts.models import ApiToken
 
     User = get_user_model()
     tokens = []

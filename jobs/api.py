@@ -15,11 +15,11 @@ from ninja.params.functions import Query
 from ninja.responses import Status
 from pydantic import ConfigDict
 
-from agentsite.auth import request_user
 from agentsite.core.errors import Conflict, NotFound
 from agentsite.core.ids import id_pattern
 from agentsite.core.queries import count_up_to
-from agentsite.http import NOT_BLANK, Body, errors
+from agentsite.web.auth import request_user
+from agentsite.web.http import NOT_BLANK, Body, errors
 from jobs import documents, lifecycle, services, webhooks
 from jobs.models import CALLBACK_URL_MAX_LENGTH, IDEMPOTENCY_KEY_MAX_LENGTH, MAX_DEPENDENCIES, Job
 from jobs.registry import all_tools

@@ -58,7 +58,7 @@ from jobs.models import Job
 log = logging.getLogger(__name__)
 
 S = Job.Status
-# The dispatch's advisory lock on PostgreSQL, named as agentsite.quotas names its own.
+# The dispatch's advisory lock on PostgreSQL, named as accounts.quotas names its own.
 LOCK_NAME = "jobs:dispatch"
 
 

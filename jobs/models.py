@@ -112,7 +112,7 @@ class Job(models.Model):
             models.Index(fields=["status", "-created_at", "-id"], name="job_status_created_idx"),
             models.Index(fields=["tool", "-created_at", "-id"], name="job_tool_created_idx"),
             models.Index(fields=["status", "heartbeat_at"]),
-            # /metrics adds the jobs finished since its last scrape (agentsite.metrics);
+            # /metrics adds the jobs finished since its last scrape (agentsite.ops.metrics);
             # retention finds the oldest finished jobs (jobs.retention).
             models.Index(fields=["finished_at"], name="job_finished_at_idx"),
             # jobs.dispatch: the held jobs, oldest first.
@@ -143,7 +143,7 @@ class Job(models.Model):
                 condition=models.Q(status__in=["queued", "running"], enqueued_at__isnull=False),
                 name="job_in_flight_idx",
             ),
-            # An owner's live jobs, counted against the live-jobs quota (agentsite.quotas).
+            # An owner's live jobs, counted against the live-jobs quota (accounts.quotas).
             models.Index(
                 fields=["owner"],
                 condition=models.Q(status__in=["queued", "running"]),

@@ -21,10 +21,10 @@ from django.db.models import QuerySet
 from django.utils import timezone
 from pydantic import BaseModel, ValidationError
 
+from accounts.quotas import BUSY_RETRY_AFTER_S, Quota, quota_exceeded, quota_limit, quota_lock
 from agentsite.core.batches import Budget, retention_budget, rows_update
 from agentsite.core.errors import BadRequest, Invalid, NotFound, QuotaExceeded
 from agentsite.core.ids import is_id
-from agentsite.quotas import BUSY_RETRY_AFTER_S, Quota, quota_exceeded, quota_limit, quota_lock
 from jobs import hooks, lifecycle
 from jobs.models import IDEMPOTENCY_KEY_MAX_LENGTH, MAX_DEPENDENCIES, Job
 from jobs.registry import Tool, get_tool

@@ -30,12 +30,12 @@ from django.views.decorators.csrf import csrf_exempt
 from pydantic import ValidationError
 from redis.exceptions import RedisError
 
-from agentsite.auth import api_token_for
+from accounts.credentials import Credential, CredentialRevoked
+from accounts.models import ApiToken
 from agentsite.core.errors import Conflict, DomainError, NotFound, QuotaExceeded
-from agentsite.credentials import Credential, CredentialRevoked
-from agentsite.http import NestedTooDeep, contains_nul, json_body
-from agentsite.models import ApiToken
-from agentsite.wire import drained, response_wire_of
+from agentsite.web.auth import api_token_for
+from agentsite.web.http import NestedTooDeep, contains_nul, json_body
+from agentsite.web.wire import drained, response_wire_of
 from responses.live import response_cancel, response_events, response_wait
 from responses.models import AgentResponse
 from responses.payloads import ResponseCreate

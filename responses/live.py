@@ -17,7 +17,7 @@ from typing import Any, cast
 from channels.db import database_sync_to_async
 from django.conf import settings
 
-from agentsite.credentials import Credential
+from accounts.credentials import Credential
 from responses.models import AgentResponse
 from responses.projection import ResponseProjection, StreamEvent
 from responses.services import response_cancel_step, response_project

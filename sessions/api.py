@@ -16,9 +16,9 @@ from ninja import Query, Router, Schema
 from ninja.responses import Status
 from pydantic import ConfigDict, Field
 
-from agentsite.auth import request_user
 from agentsite.core.errors import Invalid
-from agentsite.http import NOT_BLANK, SPACE, Body, errors
+from agentsite.web.auth import request_user
+from agentsite.web.http import NOT_BLANK, SPACE, Body, errors
 from jobs.models import CALLBACK_URL_MAX_LENGTH
 from sessions.llm.names import MODEL_NAME_PATTERN, MODEL_NAMES_TEXT
 from sessions.models import AgentSession, Event, Run

@@ -37,9 +37,9 @@ from django.db import IntegrityError, transaction
 from django.db.models import F, QuerySet
 from django.utils import timezone
 
+from accounts.quotas import Quota, quota_exceeded, quota_limit, quota_lock
 from agentsite.core.errors import BadRequest, Conflict, Invalid, NotFound
 from agentsite.core.ids import is_id
-from agentsite.quotas import Quota, quota_exceeded, quota_limit, quota_lock
 from jobs import services as job_services
 from jobs.lifecycle import JobTransitionError, job_cancel, job_ungate
 from jobs.models import Job

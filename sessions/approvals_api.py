@@ -14,8 +14,8 @@ from django.http import HttpRequest
 from ninja import Query, Router, Schema
 from pydantic import Field
 
-from agentsite.auth import request_user
-from agentsite.http import Body, errors
+from agentsite.web.auth import request_user
+from agentsite.web.http import Body, errors
 from sessions.approvals import approval_decide, approval_doc, approval_for, approval_list
 from sessions.models import Approval
 from sessions.payloads import ApprovalPayload

@@ -21,15 +21,15 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AbstractBaseUser
 
-from agentsite.auth import api_token_for, token_credential
+from accounts.credentials import Credential, CredentialRevoked
+from accounts.models import ApiToken
 from agentsite.compat import channels as compat_channels
 from agentsite.core import fanout
 from agentsite.core.errors import DomainError
 from agentsite.core.queries import get_or_none
-from agentsite.credentials import Credential, CredentialRevoked
-from agentsite.models import ApiToken
-from agentsite.origin import offered_api_token
-from agentsite.wire import Wire, drained, text_frame_once, wire_of
+from agentsite.web.auth import api_token_for, token_credential
+from agentsite.web.origin import offered_api_token
+from agentsite.web.wire import Wire, drained, text_frame_once, wire_of
 from sessions import services, streams
 from sessions.models import AgentSession
 from sessions.payloads import LiveMessage
@@ -236,7 +236,7 @@ class SessionConsumer(AsyncWebsocketConsumer):
     # Set once the client is admitted and following; None while refused.
     forwarder: asyncio.Task[None] | None = None
     # The daphne connection, when the socket is daphne's: frames are written to it
-    # directly (agentsite.wire), the ASGI send serving everything else.
+    # directly (agentsite.web.wire), the ASGI send serving everything else.
     wire: Wire | None = None
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
@@ -300,11 +300,11 @@ class SessionConsumer(AsyncWebsocketConsumer):
 
     def fallen_behind(self) -> bool:
         """Whether the client has left more than ``AGENTSITE_STREAM_SEND_BUFFER_MAX`` bytes
-        unread: the next frame then waits in the forwarder (``agentsite.wire.drained``)."""
+        unread: the next frame then waits in the forwarder (``agentsite.web.wire.drained``)."""
         return self.wire is not None and self.wire.unsent() > self.send_buffer_max
 
     def write_now(self, frame: streams.Frame) -> bool:
-        """Write ``frame`` straight to daphne's socket if it can be (agentsite.wire)."""
+        """Write ``frame`` straight to daphne's socket if it can be (agentsite.web.wire)."""
         if self.wire is None or not self.wire.ready():
             return False
         self.wire.write(text_frame_once(streams.frame_json(frame)))

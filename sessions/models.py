@@ -161,9 +161,9 @@ class Run(models.Model):
         ordering = ["-created_at"]
         indexes = [
             models.Index(fields=["session", "status"]),
-            # /metrics adds the runs finished since its last scrape (agentsite.metrics).
+            # /metrics adds the runs finished since its last scrape (agentsite.ops.metrics).
             models.Index(fields=["finished_at"], name="run_finished_at_idx"),
-            # An owner's live runs, counted against the live-turns quota (agentsite.quotas).
+            # An owner's live runs, counted against the live-turns quota (accounts.quotas).
             models.Index(
                 fields=["owner"],
                 condition=models.Q(status__in=["queued", "running"]),

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any, Literal, NotRequired, TypedDict
 
-from agentsite.credentials import CredentialsChangedMessage
+from accounts.credentials import CredentialsChangedMessage
 
 # --- event payloads, by kind -------------------------------------------------------------
 
@@ -189,5 +189,5 @@ class StreamCheckMessage(TypedDict):
     type: Literal["stream.check"]
 
 
-# ``credentials.changed`` (agentsite.credentials) comes from the follower's user's group.
+# ``credentials.changed`` (accounts.credentials) comes from the follower's user's group.
 LiveMessage = SessionEventMessage | StreamCheckMessage | CredentialsChangedMessage

@@ -15,10 +15,7 @@ from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.db import transaction
 from django.utils import timezone
 
-from agentsite.core.errors import Conflict, Invalid, NotFound
-from agentsite.core.ids import is_id
-from agentsite.core.queries import get_or_none
-from agentsite.quotas import (
+from accounts.quotas import (
     BUSY_RETRY_AFTER_S,
     Quota,
     quota_exceeded,
@@ -27,6 +24,9 @@ from agentsite.quotas import (
     rate_give_back,
     rate_take,
 )
+from agentsite.core.errors import Conflict, Invalid, NotFound
+from agentsite.core.ids import is_id
+from agentsite.core.queries import get_or_none
 from jobs.lifecycle import job_request_cancel
 from jobs.models import Job
 from jobs.services import job_get
@@ -203,7 +203,7 @@ def message_post(
     Invalid when a model could not be offered a tool or an answer is to no awaiting
     call, or when the session's model is no longer offered. Raises SessionNotFound
     for a deleted session, which takes no new turns, and QuotaExceeded when the
-    owner is at a limit (``agentsite.quotas``): a refused message is not written.
+    owner is at a limit (``accounts.quotas``): a refused message is not written.
     """
     payload: UserMessagePayload = {"text": text}
     if client_tools:

@@ -15,10 +15,10 @@ from django.db import connections
 from django.http import HttpRequest, StreamingHttpResponse
 from ninja import Router
 
-from agentsite.auth import request_credential, request_user
-from agentsite.credentials import Credential, CredentialRevoked
-from agentsite.http import errors
-from agentsite.wire import ResponseWire, drained, response_wire_of
+from accounts.credentials import Credential, CredentialRevoked
+from agentsite.web.auth import request_credential, request_user
+from agentsite.web.http import errors
+from agentsite.web.wire import ResponseWire, drained, response_wire_of
 from sessions.models import AgentSession, Event
 from sessions.streams import (
     Frame,

@@ -22,7 +22,7 @@ from django.test import Client
 from rq import Worker
 from rq.worker import BaseWorker
 
-from agentsite.models import ApiToken
+from accounts.models import ApiToken
 from sessions.worker import TURN_WORKER_ARGS
 
 BASE_DIR = Path(__file__).resolve().parent.parent

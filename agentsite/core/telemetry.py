@@ -1,7 +1,7 @@
 """Counters every process may bump, and the open-stream count of a web process.
 
 Each process writes to Redis (best effort, short timeouts) what ``/metrics``
-(``agentsite.metrics``) reads back for the whole deployment: reconnects to
+(``agentsite.ops.metrics``) reads back for the whole deployment: reconnects to
 Redis and the database, and the websockets and SSE streams a web process holds.
 This module imports no app, so workers, web processes and the scheduler use it alike.
 """

@@ -26,17 +26,17 @@ from mcp.server.streamable_http import MCP_SESSION_ID_HEADER
 from mcp.shared.inbound import MCP_PROTOCOL_VERSION_HEADER
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
-from agentsite.auth import api_token_for, token_credential
-from agentsite.core import fanout
-from agentsite.core.database import DATABASE_AWAY
-from agentsite.credentials import (
+from accounts.credentials import (
     Credential,
     CredentialsChangedMessage,
     credential_holds,
     credentials_group,
 )
-from agentsite.models import ApiToken
-from agentsite.quotas import Quota, quota_limit
+from accounts.models import ApiToken
+from accounts.quotas import Quota, quota_limit
+from agentsite.core import fanout
+from agentsite.core.database import DATABASE_AWAY
+from agentsite.web.auth import api_token_for, token_credential
 from jobs.mcp.server import build_server
 from jobs.mcp.sessions import SESSION_LIMIT_SCOPE_KEY, PerUserSessionManager
 
@@ -68,7 +68,7 @@ async def authenticate(scope: Scope) -> ApiToken | None:
 
 
 async def until_revoked(credential: Credential) -> None:
-    """Return once ``credential`` no longer holds (see ``agentsite.credentials``).
+    """Return once ``credential`` no longer holds (see ``accounts.credentials``).
 
     A request shorter than ``WATCH_AFTER_S`` costs nothing; a longer one (an SSE
     stream, a wait for a task's result) then follows its user's

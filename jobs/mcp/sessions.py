@@ -2,7 +2,7 @@
 
 The SDK keeps every 2025-11-25 session (an ``initialize`` handshake) in memory
 and refuses new ones once ``max_sessions`` are open, whoever holds them. Here
-each user may hold at most their ``mcp_sessions`` quota (``agentsite.quotas``),
+each user may hold at most their ``mcp_sessions`` quota (``accounts.quotas``),
 so one user's sessions cannot use up the process's share and lock everyone else
 out; a user over it is answered ``429`` with the JSON-RPC error
 ``mapping.QUOTA_EXCEEDED`` and a ``Retry-After``, and keeps the sessions it has.
@@ -25,8 +25,8 @@ from typing import Any
 from mcp.server.auth.middleware.bearer_auth import AuthorizationContext
 from starlette.types import Receive, Scope, Send
 
+from accounts.quotas import BUSY_RETRY_AFTER_S, Quota, quota_exceeded
 from agentsite.compat.mcp import Handle, HookedSessionManager, Transport
-from agentsite.quotas import BUSY_RETRY_AFTER_S, Quota, quota_exceeded
 from jobs.mcp import mapping
 
 # The limit of the user whose request is being admitted (set per request, read under the lock).

@@ -28,8 +28,8 @@ import time
 from collections.abc import AsyncIterator
 from typing import Any, cast
 
+from accounts.credentials import Credential
 from agentsite.core import fanout
-from agentsite.credentials import Credential
 from sessions.payloads import LiveMessage, SessionEventMessage, StreamCheckMessage
 from sessions.streams.credential_watch import CredentialWatch, credential_check
 from sessions.streams.frames import Frame, frame_json, frame_token

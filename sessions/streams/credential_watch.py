@@ -1,5 +1,5 @@
 """The end of a follower whose credential no longer holds, its re-reads shared by the
-process's followers (``agentsite.credentials`` says what ends one)."""
+process's followers (``accounts.credentials`` says what ends one)."""
 
 from __future__ import annotations
 
@@ -9,15 +9,15 @@ import time
 import weakref
 from typing import cast
 
-from agentsite.core import fanout
-from agentsite.core.database import DATABASE_AWAY
-from agentsite.credentials import (
+from accounts.credentials import (
     Credential,
     CredentialRevoked,
     CredentialsChangedMessage,
     credential_holds,
     credentials_group,
 )
+from agentsite.core import fanout
+from agentsite.core.database import DATABASE_AWAY
 from sessions.payloads import LiveMessage
 from sessions.streams.reads import log_read
 
@@ -66,7 +66,7 @@ def _confirm(credential: Credential, asked_at: float, future: asyncio.Future[boo
 
 
 class CredentialWatch:
-    """Ends a follower whose credential no longer holds (see ``agentsite.credentials``).
+    """Ends a follower whose credential no longer holds (see ``accounts.credentials``).
 
     The follower's queue also gets its user's ``credentials.changed`` messages;
     each prompts a re-read of the credential. The follower's idle ticks and, on a

@@ -17,7 +17,7 @@ import pytest
 from a2a.client import ClientConfig, create_client
 from a2a.client.client import Client
 
-from agentsite.models import ApiToken
+from accounts.models import ApiToken
 from tests.conftest import Processes
 from tests.sessions.test_stream_clients import daphne_serve
 

@@ -11,7 +11,7 @@ from typing import Any
 import httpx
 import pytest
 
-from agentsite.models import UserQuota
+from accounts.models import UserQuota
 from tests.a2a.conftest import token_for
 
 pytestmark = pytest.mark.django_db(transaction=True)

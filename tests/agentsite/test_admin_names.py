@@ -15,7 +15,7 @@ from django.utils.text import capfirst
 
 pytestmark = pytest.mark.django_db
 
-PROJECT_APPS = ("agentsite", "jobs", "agent_sessions", "responses")
+PROJECT_APPS = ("accounts", "jobs", "agent_sessions", "responses")
 # Words whose plural is not a plain "s" (a consonant then "y", a hissing end).
 NEEDS_ES_OR_IES = re.compile(r"(?:[^aeiou]y|s|x|z|ch|sh)$")
 

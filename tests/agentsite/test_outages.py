@@ -123,7 +123,7 @@ def test_unexpected_errors_answer_in_the_api_error_format(rf: Any) -> None:
     """An error no handler expected is a JSON 500 with a code, never Django's HTML page:
     inside an API operation, and around one (middleware, routing)."""
     from agentsite.api import on_unexpected_error
-    from agentsite.errors import server_error
+    from agentsite.web.error_pages import server_error
 
     inside = on_unexpected_error(rf.get("/api/jobs"), RuntimeError("boom"))
     around = server_error(rf.get("/api/jobs"))

@@ -22,7 +22,7 @@ from packaging.version import Version
 
 ROOT = Path(__file__).resolve().parents[2]
 LOCK = ROOT / "requirements.lock"
-APPS = ("a2a_api", "agentsite", "jobs", "responses", "sessions")
+APPS = ("a2a_api", "accounts", "agentsite", "jobs", "responses", "sessions")
 FIRST_PARTY = {*APPS, "tests", "bench", "manage"}
 # Run in a virtual environment of its own, with its own requirements.
 OWN_ENVIRONMENT = {Path("tests/responses/maf_client.py")}

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-APPS = ("a2a_api", "jobs", "responses", "sessions")
+APPS = ("a2a_api", "accounts", "jobs", "responses", "sessions")
 
 
 def contracts() -> dict[str, dict[str, list[str]]]:

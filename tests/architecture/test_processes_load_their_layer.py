@@ -20,7 +20,8 @@ import jobs.tasks, jobs.worker, sessions.tasks, sessions.worker, agentsite.cron
 http = sorted(
     name for name in sys.modules
     if name.split(".")[0] in ("ninja", "daphne", "a2a", "starlette")
-    or name in ("agentsite.api", "agentsite.auth", "agentsite.http", "agentsite.urls")
+    or name in ("agentsite.api", "agentsite.web.auth", "agentsite.web.http", "agentsite.urls")
+    or name == "accounts.api_tokens"
     or name.startswith(("jobs.api", "sessions.api", "sessions.approvals_api", "jobs.mcp"))
     or name.startswith("sessions.sse")
     or name in ("sessions.consumers", "sessions.views", "jobs.views", "responses.api")

@@ -25,7 +25,7 @@ from typing import Any
 
 import pytest
 
-from agentsite.models import ApiToken
+from accounts.models import ApiToken
 from sessions.worker import TURN_WORKER_ARGS
 from tests.conftest import ARTIFACTS, Processes, wait_for_workers
 from tests.sessions.test_stream_clients import daphne_serve

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from django.test import Client
 
-from agentsite.models import UserQuota
+from accounts.models import UserQuota
 from jobs.models import Job
 from tests.jobs.factories import start_job
 
@@ -82,7 +82,7 @@ def test_the_admin_raises_one_users_limit(
     admin = Client()
     admin.force_login(make_user("root", is_staff=True, is_superuser=True))
     saved = admin.post(
-        "/admin/agentsite/userquota/add/", {"user": user.pk, "live_jobs": 4, "live_turns": ""}
+        "/admin/accounts/userquota/add/", {"user": user.pk, "live_jobs": 4, "live_turns": ""}
     )
     assert saved.status_code == 302, saved.content
     assert UserQuota.objects.get(user=user).live_turns is None  # blank: the default

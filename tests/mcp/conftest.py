@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from agentsite.models import ApiToken
+from accounts.models import ApiToken
 from tests.conftest import Processes
 from tests.sessions.test_stream_clients import daphne_serve
 

@@ -15,7 +15,7 @@ import httpx
 import pytest
 from mcp.shared.exceptions import MCPError
 
-from agentsite.models import UserQuota
+from accounts.models import UserQuota
 from jobs.models import Job
 from tests.conftest import Processes, wait_until
 from tests.mcp.client import TasksExtension, connect, start_task

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from openai import OpenAI
 
-from agentsite.models import ApiToken
+from accounts.models import ApiToken
 from tests.conftest import Processes
 from tests.sessions.test_stream_clients import daphne_serve
 

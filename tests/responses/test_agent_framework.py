@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from agentsite.models import ApiToken
+from accounts.models import ApiToken
 from responses.models import AgentResponse
 from sessions.llm.scripted import scripted_push, scripted_requests
 from tests.servers import client_venv

@@ -94,7 +94,7 @@ def test_a_body_over_the_limit_is_a_413_in_openais_format(responses_url: str) ->
 
 
 def test_deeply_nested_json_is_a_400_not_a_500(responses_url: str, user: Any) -> None:
-    from agentsite.models import ApiToken
+    from accounts.models import ApiToken
 
     _, api_token = ApiToken.issue(user=user, name="nested")
     body = '{"model": "offline", "input": ' + "[" * 100_000 + "]" * 100_000 + "}"

@@ -13,7 +13,7 @@ import redis
 from django.conf import settings as django_settings
 from django.test import Client
 
-from agentsite.models import ApiToken
+from accounts.models import ApiToken
 from responses.models import AgentResponse
 from sessions.models import AgentSession
 

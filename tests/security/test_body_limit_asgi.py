@@ -7,7 +7,7 @@ from typing import Any
 
 from django.test import override_settings
 
-from agentsite.middleware import BodyLimit
+from agentsite.web.middleware import BodyLimit
 
 LIMIT = 1000
 

@@ -14,8 +14,8 @@ from typing import Any
 import httpx
 import pytest
 
-from agentsite.http import MAX_JSON_DEPTH
-from agentsite.models import ApiToken
+from accounts.models import ApiToken
+from agentsite.web.http import MAX_JSON_DEPTH
 from jobs.models import Job
 from sessions.models import AgentSession
 from tests.conftest import Processes

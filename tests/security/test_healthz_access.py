@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from django.test import Client
 
-from agentsite import health
+from agentsite.ops import health
 from tests.conftest import api_client_for
 
 pytestmark = pytest.mark.django_db

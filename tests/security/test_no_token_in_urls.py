@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 from django.test import Client
 
-from agentsite.models import ApiToken
+from accounts.models import ApiToken
 
 pytestmark = pytest.mark.django_db
 

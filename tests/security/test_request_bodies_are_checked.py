@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from agentsite.models import ApiToken
+from accounts.models import ApiToken
 from jobs.models import Job
 from sessions.models import AgentSession, Event
 from sessions.services import session_create

@@ -28,7 +28,7 @@ from websockets.sync.client import ClientConnection
 from websockets.sync.client import connect as websocket_connect
 from websockets.typing import Subprotocol
 
-from agentsite.models import ApiToken
+from accounts.models import ApiToken
 from responses.models import AgentResponse
 from sessions.events import event_append
 from sessions.models import Event, Run
@@ -222,7 +222,7 @@ def revoke_in_the_admin(base: str, token: ApiToken, other_raw: str) -> None:
     admin = get_user_model().objects.create_superuser("root", password="pw-root-123")
     client = Client()
     client.force_login(admin)
-    response = client.post(f"/admin/agentsite/apitoken/{token.pk}/delete/", {"post": "yes"})
+    response = client.post(f"/admin/accounts/apitoken/{token.pk}/delete/", {"post": "yes"})
     assert response.status_code == 302, response.content[:300]
 
 

@@ -284,7 +284,7 @@ def test_allow_for_the_session_is_refused_where_an_operator_requires_every_call(
 
 
 def test_pending_requests_per_user_are_bounded(user: Any, rq_workers: Any, settings: Any) -> None:
-    from agentsite.models import UserQuota
+    from accounts.models import UserQuota
 
     UserQuota.objects.create(user=user, pending_approvals=1)
     session, _, _ = ask_for_tests(user)

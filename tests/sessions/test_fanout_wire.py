@@ -1,5 +1,5 @@
 """Many followers of one session on a real daphne: frames written straight to the
-sockets (agentsite.wire, streams.admit_parked) arrive exactly once, in
+sockets (agentsite.web.wire, streams.admit_parked) arrive exactly once, in
 order, intact, beside the replies and replays that still go through ASGI."""
 
 from __future__ import annotations

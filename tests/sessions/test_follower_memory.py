@@ -18,9 +18,9 @@ import pytest
 from channels.db import database_sync_to_async
 from channels.testing import WebsocketCommunicator
 
+from accounts.models import ApiToken
 from agentsite.asgi import application
-from agentsite.models import ApiToken
-from agentsite.origin import BrowserOriginOrToken
+from agentsite.web.origin import BrowserOriginOrToken
 from sessions.streams import LiveInbox
 from tests.sessions.test_stream_clients import make_session
 

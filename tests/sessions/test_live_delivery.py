@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 from channels.db import database_sync_to_async
 
-from agentsite.auth import token_credential
-from agentsite.credentials import Credential, CredentialRevoked
-from agentsite.models import ApiToken
+from accounts.credentials import Credential, CredentialRevoked
+from accounts.models import ApiToken
+from agentsite.web.auth import token_credential
 from sessions import streams
 from sessions.payloads import SessionEventMessage
 from sessions.streams import credential_watch
@@ -107,7 +107,7 @@ async def watching(
 def reads(monkeypatch: pytest.MonkeyPatch) -> list[Credential]:
     """Every read of a credential from the database, in order."""
     done: list[Credential] = []
-    from agentsite.credentials import credential_holds as real
+    from accounts.credentials import credential_holds as real
 
     def counted(credential: Credential) -> bool:
         done.append(credential)

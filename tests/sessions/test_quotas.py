@@ -14,7 +14,7 @@ import redis
 from django.conf import settings as django_settings
 from django.test import Client
 
-from agentsite.models import UserQuota
+from accounts.models import UserQuota
 from sessions.models import Event, Run
 from tests.sessions.factories import make_session
 

@@ -11,8 +11,8 @@ from channels.testing import WebsocketCommunicator
 from django.conf import settings
 from django.test import Client
 
+from accounts.models import ApiToken
 from agentsite.asgi import application
-from agentsite.models import ApiToken
 from sessions.events import event_append
 from sessions.models import AgentSession, Event
 from sessions.tokens import session_token

@@ -11,9 +11,9 @@ import httpx
 import pytest
 from channels.db import database_sync_to_async
 
-from agentsite.auth import token_credential
-from agentsite.credentials import Credential
-from agentsite.models import ApiToken
+from accounts.credentials import Credential
+from accounts.models import ApiToken
+from agentsite.web.auth import token_credential
 from sessions.events import event_append
 from sessions.models import AgentSession, Run
 from sessions.runs import run_complete, run_start

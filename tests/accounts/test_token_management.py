@@ -11,7 +11,7 @@ from django.core.management import CommandError, call_command
 from django.test import Client
 from django.utils import timezone
 
-from agentsite.models import ApiToken
+from accounts.models import ApiToken
 
 
 def bearer(raw: str) -> Client:

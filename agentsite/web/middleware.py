@@ -10,7 +10,7 @@ from django.conf import settings
 from django.http import HttpRequest, HttpResponseBase
 
 from agentsite.compat import daphne as compat_daphne
-from agentsite.http import error_body
+from agentsite.web.http import error_body
 
 
 class SyncChainMiddleware:

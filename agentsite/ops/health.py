@@ -19,7 +19,7 @@ from django.views.decorators.cache import never_cache
 from rq import Worker
 from rq.cron_scheduler_registry import get_registry_key as cron_registry_key
 
-from agentsite.auth import request_caller
+from agentsite.web.auth import request_caller
 
 WORKER_QUEUES = ("turns", "tools")
 # RQ workers write a heartbeat at least every DEFAULT_WORKER_TTL (420 s) while

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 from django.test import Client
 
-from tests.agentsite.scrape import samples_of, value
+from tests.agentsite.ops.scrape import samples_of, value
 from tests.conftest import api_client_for
 
 pytestmark = pytest.mark.django_db

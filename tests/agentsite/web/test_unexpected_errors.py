@@ -19,7 +19,7 @@ from jobs.mcp import endpoint
 def test_an_api_view_that_raises_answers_a_json_500(
     path: str, code: str, debug: bool, caplog: pytest.LogCaptureFixture
 ) -> None:
-    with override_settings(ROOT_URLCONF="tests.agentsite.raising_urls", DEBUG=debug):
+    with override_settings(ROOT_URLCONF="tests.agentsite.web.raising_urls", DEBUG=debug):
         response = Client(raise_request_exception=False).get(path)
 
     assert response.status_code == 500

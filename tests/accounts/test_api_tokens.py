@@ -7,7 +7,7 @@ import pytest
 from django.core.management import CommandError, call_command
 from django.test import Client
 
-from agentsite.models import ApiToken
+from accounts.models import ApiToken
 
 
 def test_create_api_token_prints_a_token_that_authenticates(user: object) -> None:

@@ -11,9 +11,9 @@ from django.test import Client
 from django.utils import timezone
 
 from agentsite.core.database import through_database_outage
-from agentsite.metrics import DURATIONS, DurationHistogram
+from agentsite.ops.metrics import DURATIONS, DurationHistogram
 from jobs.models import Job
-from tests.agentsite.scrape import samples_of, value
+from tests.agentsite.ops.scrape import samples_of, value
 from tests.conftest import api_client_for
 
 JOB_DURATIONS = DURATIONS[0]

@@ -14,12 +14,14 @@ from django.http import HttpRequest, HttpResponse
 from ninja import Field, Router, Schema
 from ninja.responses import Status
 
-from agentsite.auth import request_user
+from accounts.models import ApiToken
 from agentsite.core.errors import NotFound
-from agentsite.http import NOT_BLANK, Body, errors
-from agentsite.models import ApiToken
+from agentsite.web.auth import request_user
+from agentsite.web.http import NOT_BLANK, Body, errors
 
 router = Router(tags=["tokens"])
+# Each operation keeps the operationId that clients generated from the OpenAPI document
+# know it by (ninja would derive a new one from this module's name).
 
 MAX_EXPIRY_DAYS = 3650
 
@@ -57,7 +59,12 @@ def token_doc(token: ApiToken) -> dict[str, Any]:
     }
 
 
-@router.get("/tokens", response={200: TokenList, **errors()}, summary="Your API tokens")
+@router.get(
+    "/tokens",
+    operation_id="agentsite_tokens_token_list",
+    response={200: TokenList, **errors()},
+    summary="Your API tokens",
+)
 def token_list(request: HttpRequest) -> dict[str, Any]:
     tokens = ApiToken.objects.unexpired().filter(user_id=request_user(request).pk).order_by("-pk")
     return {"tokens": [token_doc(token) for token in tokens]}
@@ -65,6 +72,7 @@ def token_list(request: HttpRequest) -> dict[str, Any]:
 
 @router.post(
     "/tokens",
+    operation_id="agentsite_tokens_token_create",
     response={201: TokenCreated, **errors(400, 422)},
     summary="Create an API token",
     description="The raw token is in this answer only. `expires_in_days` omitted: no expiry.",
@@ -79,6 +87,7 @@ def token_create(request: HttpRequest, body: TokenIn) -> Status[dict[str, Any]]:
 
 @router.delete(
     "/tokens/{token_id}",
+    operation_id="agentsite_tokens_token_revoke",
     response={204: None, **errors(404, 422)},
     summary="Revoke an API token",
     description="Every later request with the token is a 401.",

@@ -29,8 +29,8 @@ from django.db.models.signals import post_delete, post_save
 from django.http import HttpRequest
 from django.utils.crypto import constant_time_compare
 
+from accounts.models import ApiToken
 from agentsite.core.queries import get_or_none
-from agentsite.models import ApiToken
 from jobs.live import group_send
 
 log = logging.getLogger(__name__)

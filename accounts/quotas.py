@@ -25,9 +25,9 @@ from django.conf import settings
 from django.db import connection
 from redis import Redis, RedisError
 
+from accounts.models import UserQuota
 from agentsite.core.errors import QuotaExceeded
 from agentsite.core.telemetry import metrics_redis
-from agentsite.models import UserQuota
 
 log = logging.getLogger(__name__)
 

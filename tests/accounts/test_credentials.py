@@ -10,8 +10,8 @@ from django.conf import settings
 from django.test import Client
 from django.utils import timezone
 
-from agentsite.credentials import Credential, credential_holds, session_digest
-from agentsite.models import ApiToken
+from accounts.credentials import Credential, credential_holds, session_digest
+from accounts.models import ApiToken
 
 pytestmark = pytest.mark.django_db
 

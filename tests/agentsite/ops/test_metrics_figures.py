@@ -8,7 +8,7 @@ import pytest
 from django.test import Client
 
 from sessions.models import Run
-from tests.agentsite.scrape import Samples, samples_of, value
+from tests.agentsite.ops.scrape import Samples, samples_of, value
 from tests.conftest import api_client_for, wait_until
 from tests.jobs.factories import started_job_id, wait_for_status
 from tests.sessions.test_runs_api import new_session, post

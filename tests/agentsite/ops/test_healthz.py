@@ -5,7 +5,7 @@ from typing import Any
 import pytest
 from django.test import Client
 
-from agentsite import health
+from agentsite.ops import health
 from tests.conftest import Processes, wait_until
 
 

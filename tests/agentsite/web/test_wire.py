@@ -1,4 +1,4 @@
-"""Frames written straight to daphne's sockets (agentsite.wire), and the web
+"""Frames written straight to daphne's sockets (agentsite.web.wire), and the web
 process's collector settings (agentsite.core.heap)."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import pytest
 from websockets.frames import Frame, Opcode
 from websockets.streams import StreamReader
 
-from agentsite.wire import Wire, WireInScope, text_frame, wire_of
+from agentsite.web.wire import Wire, WireInScope, text_frame, wire_of
 from tests.conftest import BASE_DIR, subprocess_env
 
 

@@ -45,6 +45,7 @@ class ApiToken(models.Model):
     objects = ApiTokenQuerySet.as_manager()
 
     class Meta:
+        db_table = "agentsite_apitoken"  # its table since agentsite/migrations/0001
         verbose_name = "API token"
         verbose_name_plural = "API tokens"
 
@@ -91,6 +92,7 @@ class UserQuota(models.Model):
     )
 
     class Meta:
+        db_table = "agentsite_userquota"  # its table since agentsite/migrations/0003
         verbose_name = "user quota"
         verbose_name_plural = "user quotas"
 

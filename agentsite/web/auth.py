@@ -14,8 +14,8 @@ from django.utils import timezone
 from ninja.errors import AuthenticationError
 from ninja.security import HttpBearer, SessionAuth
 
-from agentsite.credentials import Credential
-from agentsite.models import ApiToken
+from accounts.credentials import Credential
+from accounts.models import ApiToken
 
 LAST_USED_RESOLUTION = timedelta(seconds=60)
 

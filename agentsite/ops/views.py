@@ -1,4 +1,4 @@
-"""``/metrics``: Prometheus figures (``agentsite.metrics``), for staff only."""
+"""``/metrics``: Prometheus figures (``agentsite.ops.metrics``), for staff only."""
 
 from __future__ import annotations
 
@@ -9,10 +9,10 @@ from django.views.decorators.http import require_GET
 from prometheus_client import REGISTRY
 from prometheus_client.exposition import choose_encoder
 
-from agentsite import metrics  # noqa: F401  (registers the deployment's figures)
 from agentsite.api import RETRY_AFTER_S
-from agentsite.auth import request_caller
-from agentsite.http import error_body
+from agentsite.ops import metrics  # noqa: F401  (registers the deployment's figures)
+from agentsite.web.auth import request_caller
+from agentsite.web.http import error_body
 
 
 def _error(status: int, code: str, message: str) -> JsonResponse:

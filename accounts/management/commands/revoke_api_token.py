@@ -4,7 +4,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from agentsite.models import ApiToken
+from accounts.models import ApiToken
 
 
 class Command(BaseCommand):

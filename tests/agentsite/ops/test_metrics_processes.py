@@ -14,7 +14,7 @@ import pytest
 from websockets.sync.client import connect as websocket_connect
 from websockets.typing import Subprotocol
 
-from tests.agentsite.scrape import Samples, samples_of, value
+from tests.agentsite.ops.scrape import Samples, samples_of, value
 from tests.agentsite.test_outages import OwnRedis, headers_for, own_redis, start_job
 from tests.conftest import ARTIFACTS, Processes, wait_for_idle_workers, wait_until
 from tests.sessions.test_stream_clients import daphne_serve

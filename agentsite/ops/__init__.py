@@ -1,0 +1,1 @@
+"""Operating a deployment: ``/healthz``, ``/metrics`` and the system checks of the settings."""
