@@ -13,6 +13,7 @@ import pytest
 
 from accounts.models import UserQuota
 from tests.a2a.conftest import token_for
+from tests.sessions.test_quotas import fresh_windows  # noqa: F401  (a fixture)
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -91,6 +92,7 @@ def test_another_user_s_context_is_not_yours_to_continue(
     )
 
 
+@pytest.mark.usefixtures("fresh_windows")
 def test_a_message_over_the_quota_is_refused_with_its_code(
     a2a_url: str, user: Any, rq_workers: Any
 ) -> None:
