@@ -70,11 +70,12 @@ def agent_message(task: TaskView | None, message_id: str, *parts: Part, **ids: s
 
 
 def request_part(pending: dict[str, Any]) -> Part:
-    """One request the task waits on, as the data a client decides it with."""
+    """One request the task waits on, as the data a client decides it with; its expiry in
+    ISO 8601, as ``/api/approvals`` and the log write it."""
     doc = {
         "approval_request_id": pending["id"],
         "kind": pending["kind"],
-        "expires_at": pending["expires_at"],
+        "expires_at": pending["expires_at"].isoformat(),
     }
     if pending["kind"] == "question":
         doc |= {"question": pending["question"], "answer_schema": pending["answer_schema"]}
