@@ -32,7 +32,7 @@ from a2a.types import (
 
 from a2a_api.models import AgentTask
 from jobs.models import Job
-from sessions.llm.scripted import scripted_push
+from sessions.llm.scripted import scripted_open, scripted_push
 from sessions.models import AgentSession, Event
 from tests.a2a.conftest import BINDINGS, run
 from tests.conftest import wait_until
@@ -262,3 +262,43 @@ def test_without_a_token_every_method_but_the_card_is_refused(a2a_url: str, bind
         assert answer.status_code == 401, answer.text
         assert answer.headers["WWW-Authenticate"].startswith("Bearer")
         assert answer.json()["error"]["status"] == "UNAUTHENTICATED"
+
+
+@pytest.mark.parametrize("binding", BINDINGS)
+def test_a_task_joined_mid_answer_holds_the_answer_so_far(
+    client_of: Any, user: Any, binding: str
+) -> None:
+    session = AgentSession.objects.create(owner=user, model="scripted")
+    so_far = "The first half of the answer, "
+    scripted_push(session.id, {"text": so_far, "chunk": 6, "gate": "rest"})
+    starting, joining = client_of(user, binding, streaming=False), client_of(user, binding)
+
+    async def start() -> Task:
+        async with starting as client:
+            request = send("answer in two halves", context_id=session.id)
+            request.configuration.return_immediately = True
+            return await first_task(client, request)
+
+    started = run(start())
+
+    def written() -> str:
+        deltas = Event.objects.filter(session_id=session.id, kind="assistant_delta")
+        return "".join(e.payload["text"] for e in deltas.order_by("seq"))
+
+    wait_until(lambda: written() == so_far)
+
+    async def join() -> Rebuilt:
+        rebuilt = Rebuilt()
+        async with joining as client:
+            async for event in client.subscribe(SubscribeToTaskRequest(id=started.id)):
+                rebuilt.take(event)
+                if rebuilt.task is not None and len(rebuilt.states) == 1:
+                    # The answer is open, its text held beside its item: the task has it.
+                    assert artifact_texts(rebuilt.task) == [so_far]
+                    assert [m.role for m in rebuilt.task.history] == [Role.ROLE_USER]
+                    scripted_open(session.id, "rest")
+        return rebuilt
+
+    rebuilt = run(join())
+    assert rebuilt.states[-1] == TaskState.TASK_STATE_COMPLETED
+    assert list(rebuilt.texts.values()) == assistant_texts(session.id) == [so_far]
