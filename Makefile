@@ -60,4 +60,4 @@ lint: install
 	$(PY) manage.py makemigrations --check --dry-run
 
 clean:
-	rm -rf $(VENV) .agentsite db.sqlite3*
+	rm -rf $(VENV) .agentsite db.sqlite3* tests/a2a/js/node_modules

@@ -7,6 +7,8 @@ belongs to a step and numbers its events; this module only renames them:
 - the agent's text becomes an artifact per message (``answer``), streamed as
   ``TaskArtifactUpdateEvent``s that append to it, closed by one that carries the
   whole text (``lastChunk``), so a client that joins late still holds all of it;
+  a ``Task`` read mid-answer carries the answer so far, and its stream goes on
+  from the next chunk;
 - a tool call (a job) becomes a ``working`` status update naming it, and its end
   another with its result;
 - the step's end becomes the task's final status: ``completed``, ``failed``,
@@ -72,11 +74,12 @@ def agent_message(task: TaskView | None, message_id: str, *parts: Part, **ids: s
 
 
 def request_part(pending: dict[str, Any]) -> Part:
-    """One request the task waits on, as the data a client decides it with."""
+    """One request the task waits on, as the data a client decides it with; its expiry in
+    ISO 8601, as ``/api/approvals`` and the log write it."""
     doc = {
         "approval_request_id": pending["id"],
         "kind": pending["kind"],
-        "expires_at": pending["expires_at"],
+        "expires_at": pending["expires_at"].isoformat(),
     }
     if pending["kind"] == "question":
         doc |= {"question": pending["question"], "answer_schema": pending["answer_schema"]}
@@ -139,14 +142,24 @@ def _user_message(view: TaskView, n: int, response: AgentResponse) -> Message:
     )
 
 
-def _answers(step: ResponseProjection) -> list[tuple[str, str]]:
-    """Each answer of the step: its item id and its text so far (an open one's too)."""
-    open_texts = {message.id: message.text for message in step.messages.values()}
-    return [
-        (item["id"], _text(item) or open_texts.get(item["id"], ""))
-        for item in step.output
-        if item["type"] == "message"
-    ]
+def _answers(step: ResponseProjection) -> list[tuple[str, str, bool]]:
+    """Each answer of the step with text: its id, its text, and whether it is whole.
+
+    An answer still being written holds no text in its item until it closes: the
+    projection keeps what has come of it beside the item. A task read now shows that
+    much, and its stream goes on from the next delta (``StepUpdates``), so nothing
+    written before the read is lost to a client that joins mid-answer.
+    """
+    so_far = {message.id: message.text for message in step.messages.values()}
+    answers = []
+    for item in step.output:
+        if item["type"] != "message":
+            continue
+        whole = item["id"] not in so_far
+        text = _text(item) if whole else so_far[item["id"]]
+        if text:
+            answers.append((item["id"], text, whole))
+    return answers
 
 
 def _text(item: dict[str, Any]) -> str:
@@ -154,17 +167,17 @@ def _text(item: dict[str, Any]) -> str:
 
 
 def task_of(view: TaskView) -> Task:
-    """The ``Task``: its status, one artifact per answer, the history of its messages."""
+    """The ``Task``: its status, one artifact per answer (an open one as far as it has
+    come), the history of its messages (whole ones)."""
     task = Task(id=view.task.id, context_id=view.task.session_id, status=status_of(view))
     for n, (response, step) in enumerate(zip(view.inputs, view.steps, strict=True)):
         task.history.append(_user_message(view, n, response))
-        for item_id, text in _answers(step):
-            if not text:
-                continue
+        for item_id, text, whole in _answers(step):
             task.artifacts.append(
                 Artifact(artifact_id=item_id, name=ANSWER, parts=[Part(text=text)])
             )
-            task.history.append(agent_message(view, item_id, Part(text=text)))
+            if whole:
+                task.history.append(agent_message(view, item_id, Part(text=text)))
     task.artifacts.extend(report_artifact(report) for report in view.reports)
     return task
 
@@ -191,7 +204,7 @@ class StepUpdates:
         self.task_id = view.task.id
         self.context_id = view.task.session_id
         # Answers the client holds part of already (from the Task it was sent first).
-        self.started = {item_id for item_id, text in _answers(view.current) if text}
+        self.started = {item_id for item_id, _, _ in _answers(view.current)}
         self.started |= {report["job_id"] for report in view.reports}
         self.working = view.state == WORKING
 
