@@ -174,7 +174,8 @@ def sleepy_session(user: Any) -> AgentSession:
 
 
 def texts(artifacts: list[dict[str, Any]]) -> list[str]:
-    return [a["text"] for a in artifacts]
+    """The texts of the agent's answers (reports aside)."""
+    return [a["text"] for a in artifacts if a["name"] == "answer"]
 
 
 def check_card(result: dict[str, Any], a2a_url: str, binding: str) -> None:
@@ -214,6 +215,7 @@ def check_resubscribe(result: dict[str, Any]) -> None:
     assert after["artifacts"] == assistant_texts(session_id) != []
     job = Job.objects.get(session_id=session_id, tool="write_report")
     assert job.status == Job.Status.DONE
+    assert after["reports"] == [job.id]  # the report, whole, once
 
 
 def check_cancel(result: dict[str, Any], session: AgentSession, job: Job) -> None:

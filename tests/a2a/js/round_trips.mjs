@@ -86,6 +86,7 @@ class Rebuilt {
     this.states = [];
     this.calls = [];
     this.appended = 0;
+    this.reports = [];
     this.problems = [];
   }
 
@@ -93,13 +94,22 @@ class Rebuilt {
     const { $case: kind, value } = event.payload ?? {};
     if (kind === "task") {
       this.task = value;
-      this.texts = new Map(value.artifacts.map((a) => [a.artifactId, textOf(a.parts)]));
+      const answers = value.artifacts.filter((a) => a.name === "answer");
+      this.texts = new Map(answers.map((a) => [a.artifactId, textOf(a.parts)]));
+      this.reports = value.artifacts.filter((a) => a.name !== "answer").map((a) => a.artifactId);
       this.states.push(stateName(value.status?.state));
     } else if (kind === "statusUpdate") {
       this.states.push(stateName(value.status?.state));
       for (const doc of dataOf(value.status?.message?.parts)) {
         if (doc && typeof doc === "object" && "tool" in doc) this.calls.push(doc.tool);
       }
+    } else if (kind === "artifactUpdate" && value.artifact.name !== "answer") {
+      // A report a job wrote comes whole, once.
+      const id = value.artifact.artifactId;
+      if (!value.lastChunk || value.append || this.reports.includes(id)) {
+        this.problems.push({ report: id, lastChunk: value.lastChunk, append: value.append });
+      }
+      this.reports.push(id);
     } else if (kind === "artifactUpdate") {
       const id = value.artifact.artifactId;
       const chunk = textOf(value.artifact.parts);
@@ -127,6 +137,7 @@ class Rebuilt {
       states: this.states,
       calls: this.calls,
       artifacts: [...this.texts.values()],
+      reports: this.reports,
       appended: this.appended,
       problems: this.problems,
     };
