@@ -168,16 +168,9 @@ def webhook_send(
     ``url`` is an address its owner gave (``callback_url_check`` approved it then;
     each attempt checks it again).
     """
-    if not event_type or len(event_type) > EVENT_TYPE_MAX_LENGTH:
-        raise ValueError(f"an event type is 1 to {EVENT_TYPE_MAX_LENGTH} characters")
     body: EventBody = {"type": event_type, "timestamp": timezone.now().isoformat(), "data": data}
-    return webhook_delivery_record(
-        owner_id=owner_id,
-        job=None,
-        event_type=event_type,
-        url=url,
-        message_id=new_id("msg", 24),
-        payload=body,
+    return webhook_document_send(
+        owner_id=owner_id, url=url, event_type=event_type, document=dict(body), headers={}
     )
 
 
