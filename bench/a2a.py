@@ -1,38 +1,44 @@
 """A2A against agentsite's own sessions API, in the same run, with many users at once.
 
-1. The turn's start: ``BENCH_A2A_USERS`` (1, 20, 50) users, each with a session
-   of its own, send "hello" to the offline model, ``BENCH_A2A_RATE`` (8) messages
-   a second between them all, each waiting for its turn to end before the next.
-   Three ways, ``BENCH_A2A_ROUNDS`` (3) rounds of ``BENCH_A2A_STEP_S`` (8 s) each,
-   in turn: the sessions API (``POST /api/sessions/{id}/messages``, then ``GET
-   /api/runs/{run}/stream``), A2A's ``SendStreamingMessage`` over JSON-RPC
-   (``POST /a2a/jsonrpc``) and over HTTP+JSON (``POST /a2a/message:stream``), the
-   A2A message in the same session (its ``contextId``). Timed from the request
-   to the first status update that says the task works (the ``Task`` itself when
-   it already does) against the run's first event (``run_started``): the same
-   log event, as each surface shows it. Also the first event of each (the
-   ``Task``; the ``202`` of the post) and the first text. Prints p50/p95 and the
-   ratio (target: A2A's p50 ≤ 1.1x the sessions API's), and the CPU each turn
-   cost the web process and the turn worker.
+1. The turn's start: ``BENCH_A2A_USERS`` (1, 20, 50) users send "hello" to the
+   offline model, ``BENCH_A2A_RATE`` (10) messages a second between them all,
+   each waiting for its turn to end before its next, in sessions of their own
+   (a new one every ``BENCH_A2A_SESSION_TURNS``, 10, turns). Each user takes
+   three ways in turn: the sessions API (``POST /api/sessions/{id}/messages``,
+   then ``GET /api/runs/{run}/stream``), and A2A's ``SendStreamingMessage`` over
+   JSON-RPC (``POST /a2a/jsonrpc``) and over HTTP+JSON (``POST
+   /a2a/message:stream``), the A2A message in the same session (its
+   ``contextId``), all at once for ``BENCH_A2A_STEP_S`` (24 s). Timed from the
+   request to the first status update that says the task works (the ``Task``
+   itself when it already does) against the run's first event (``run_started``):
+   the same log event, as each surface shows it; also the first event of each
+   (the ``Task``; the post's ``202``) and the first text. Prints p50/p95 and the
+   ratios (target: A2A's p50 ≤ 1.1x the sessions API's). Then each way alone for
+   ``BENCH_A2A_CPU_STEP_S`` (6 s): the CPU a turn costs the web process and the
+   turn worker.
 2. Resubscribe: as many users each start a task that writes a report
-   (``write_report``, ``BENCH_A2A_SECTION_S`` a section, on
-   ``BENCH_A2A_TOOL_WORKERS`` tool workers; the offline model streams its text
-   at ``BENCH_A2A_TOKEN_S`` a token), drop the stream after the ``Task``, and
-   then, for ``BENCH_A2A_RESUBSCRIBE_S`` (30 s), call ``SubscribeToTask`` (the
-   bindings in turn), follow for ``BENCH_A2A_HOLD_S`` (0.5-2 s) and drop again,
-   until the task ends, then start the next. Timed from the call to the first
-   event (the ``Task``), against reconnecting to the task's session stream
-   (``GET /api/sessions/{id}/stream``, the first replayed event), alternating.
-   Every resubscribe rebuilds the answers' text from the ``Task`` and the updates
-   after it; once the task has ended, each must be the start of the log's text
-   (its closing chunk, and a stream followed to the end, all of it): the lost and
-   repeated are counted (target p50 ≤ 50 ms, 0 lost, 0 repeated).
+   (``write_report``, ``BENCH_A2A_SECTION_S``, 0.5 s, a section, on
+   ``BENCH_A2A_TOOL_WORKERS``, 8, tool workers; the offline model streams its
+   text at ``BENCH_A2A_TOKEN_S``, 0.05 s, a token), drop the stream after the
+   ``Task``, and then, for ``BENCH_A2A_RESUBSCRIBE_S`` (30 s), call
+   ``SubscribeToTask`` (the bindings in turn), follow it for
+   ``BENCH_A2A_HOLD_S`` (0.5-2 s) and drop it again, until the task ends, then
+   start the next; once the time is up, each follows its task to the end.
+   Timed from the call to the first event (the ``Task``), against reconnecting
+   to the task's session stream (``GET /api/sessions/{id}/stream``, its first
+   replayed event), the two alternating. Every subscription rebuilds the
+   answers' text from the ``Task`` and the updates after it; once the task has
+   ended, each must be the start of the log's text (whole where its closing
+   chunk came, or the stream was followed to the end): the lost and repeated
+   are counted (targets: p50 ≤ 50 ms, 0 lost, 0 repeated).
 
-One daphne, one turn worker and the tool workers on a scratch SQLite database
-(or ``BENCH_DATABASE_URL``) and ``REDIS_URL`` or an embedded Redis. The users
-are aiohttp clients in this process (as in bench/concurrency.py: a lighter
-client leaves the two cores to the server), reading the server-sent events raw.
-``--quick`` (a smoke run): 1 and 3 users, 3 s steps, one round, 8 s of resubscribes.
+Each part prints the CPU each process used, in cores, and what others used of
+the machine meanwhile. One daphne, one turn worker and the tool workers on a
+scratch SQLite database (or ``BENCH_DATABASE_URL``) and ``REDIS_URL`` or an
+embedded Redis. The users are aiohttp clients in this process (as in
+bench/concurrency.py: a light client leaves the two cores to the server),
+reading the server-sent events raw. ``--quick`` (a smoke run): 1 and 3 users,
+6 s steps, 8 s of resubscribes; ``--only turns|resubscribe``: one part.
 """
 
 from __future__ import annotations
@@ -86,8 +92,8 @@ TIMEOUT = aiohttp.ClientTimeout(total=None, sock_connect=30, sock_read=60)
 class Settings:
     users: list[int]
     rate: float
-    rounds: int
     step_s: float
+    cpu_step_s: float
     resubscribe_s: float
     hold_s: tuple[float, float]
     session_turns: int
@@ -104,8 +110,8 @@ class Settings:
         return cls(
             users=[int(n) for n in value("USERS", "1,20,50", "1,3").split(",")],
             rate=float(value("RATE", "10", "10")),
-            rounds=int(value("ROUNDS", "3", "1")),
-            step_s=float(value("STEP_S", "8", "3")),
+            step_s=float(value("STEP_S", "24", "6")),
+            cpu_step_s=float(value("CPU_STEP_S", "6", "2")),
             resubscribe_s=float(value("RESUBSCRIBE_S", "30", "8")),
             hold_s=(float(low), float(high)),
             session_turns=int(value("SESSION_TURNS", "10", "10")),
@@ -260,9 +266,9 @@ async def a2a_turn(user: User, binding: str) -> Turn:
 
 @dataclass
 class Step:
-    turns: list[Turn] = field(default_factory=list)
+    turns: dict[str, list[Turn]] = field(default_factory=dict)  # by path
     errors: list[str] = field(default_factory=list)
-    cpu: dict[str, float] = field(default_factory=dict)
+    cpu: dict[str, float] = field(default_factory=dict)  # by role: seconds per turn
 
 
 async def one_turn(user: User, path: str) -> Turn:
@@ -271,22 +277,26 @@ async def one_turn(user: User, path: str) -> Turn:
     return await a2a_turn(user, "jsonrpc" if path == "a2a jsonrpc" else "rest")
 
 
-async def turns_step(users: list[User], path: str, cfg: Settings, pids: dict[str, int]) -> Step:
-    """Every user sends messages by ``path`` for ``step_s``; the step ends once every turn
-    has; the CPU the web process and the turn worker spent meanwhile, per turn."""
-    step = Step()
+async def turns_step(
+    users: list[User], paths: tuple[str, ...], seconds: float, cfg: Settings, pids: dict[str, int]
+) -> Step:
+    """Every user sends messages for ``seconds``, taking ``paths`` in turn from one of them;
+    the step ends once every turn has; the CPU the web process and the turn worker spent
+    meanwhile, per turn."""
+    step = Step(turns={path: [] for path in paths})
     gap_s = len(users) / cfg.rate  # each user's mean time between messages
-    end = time.monotonic() + cfg.step_s
+    end = time.monotonic() + seconds
 
     async def user_loop(user: User) -> None:
         await asyncio.sleep(random.uniform(0, gap_s))
+        order = itertools.islice(itertools.cycle(paths), random.randrange(len(paths)), None)
         while time.monotonic() < end:
-            began = time.monotonic()
+            began, path = time.monotonic(), next(order)
             try:
                 if user.turns >= cfg.session_turns:
                     await user.session_new()  # a conversation's length is not measured here
                 user.turns += 1
-                step.turns.append(await one_turn(user, path))
+                step.turns[path].append(await one_turn(user, path))
             except (Failure, aiohttp.ClientError, TimeoutError, KeyError) as exc:
                 step.errors.append(f"{path}: {type(exc).__name__} {exc}")
             await asyncio.sleep(
@@ -295,7 +305,7 @@ async def turns_step(users: list[User], path: str, cfg: Settings, pids: dict[str
 
     before = {role: cpu_seconds(pid) for role, pid in pids.items()}
     await asyncio.gather(*(user_loop(u) for u in users))
-    done = max(1, len(step.turns))
+    done = max(1, sum(map(len, step.turns.values())))
     step.cpu = {role: (cpu_seconds(pid) - before[role]) / done for role, pid in pids.items()}
     return step
 
@@ -543,37 +553,38 @@ def load_now() -> str:
     return Path("/proc/loadavg").read_text().split(" ", 3)[0]
 
 
-def print_turns(users: int, steps: dict[str, list[Step]]) -> bool:
+def print_turns(users: int, mixed: Step, alone: dict[str, Step], box: str) -> bool:
     """One row a path; the ratios to the sessions API's; whether the target was met."""
-    starts: dict[str, list[float]] = {}
     for path in PATHS:
-        turns = [t for s in steps[path] for t in s.turns]
-        errors = [e for s in steps[path] for e in s.errors]
-        starts[path] = [t.started for t in turns]
-        web = statistics.mean(s.cpu["web"] for s in steps[path]) * 1000
-        worker = statistics.mean(s.cpu["turns"] for s in steps[path]) * 1000
+        turns = mixed.turns[path]
+        cpu = alone[path].cpu
+        errors = sum(1 for e in mixed.errors + alone[path].errors if e.startswith(f"{path}:"))
         print(
             f"  {users:>5}  {path:<14}{len(turns):>6}   {pair([t.first_event for t in turns])}"
-            f"   {pair(starts[path])}   {pair([t.first_text for t in turns])}"
-            f"   {web:>6.1f} {worker:>6.1f} {len(errors):>7}",
+            f"   {pair([t.started for t in turns])}   {pair([t.first_text for t in turns])}"
+            f"   {1000 * cpu['web']:>6.1f} {1000 * cpu['turns']:>6.1f} {errors:>7}",
             flush=True,
         )
-        for line in errors[:3]:
-            print(f"         error: {line}")
+    for line in [e for step in (mixed, *alone.values()) for e in step.errors][:3]:
+        print(f"         error: {line}")
     met = True
-    base = starts["sessions"]
+    base = [t.started for t in mixed.turns["sessions"]]
     for path in PATHS[1:]:
-        if not base or not starts[path]:
+        starts = [t.started for t in mixed.turns[path]]
+        if not base or not starts:
             met = False
             continue
-        p50 = statistics.median(starts[path]) / statistics.median(base)
-        p95 = percentile(starts[path], 0.95) / percentile(base, 0.95)
+        p50 = statistics.median(starts) / statistics.median(base)
+        p95 = percentile(starts, 0.95) / percentile(base, 0.95)
+        web = alone[path].cpu["web"] / alone["sessions"].cpu["web"]
         met &= p50 <= RATIO_TARGET
         print(
-            f"         {path} / sessions, turn start: p50 {p50:.2f}x, p95 {p95:.2f}x"
-            f" (target p50 ≤ {RATIO_TARGET}x: {'met' if p50 <= RATIO_TARGET else 'MISSED'})"
+            f"         {path} / sessions: turn start p50 {p50:.2f}x, p95 {p95:.2f}x"
+            f" (target p50 ≤ {RATIO_TARGET}x: {'met' if p50 <= RATIO_TARGET else 'MISSED'});"
+            f" web CPU a turn {web:.2f}x"
         )
-    return met
+    print(f"         {box}", flush=True)
+    return met and not mixed.errors and not any(step.errors for step in alone.values())
 
 
 def print_resubscribes(users: int, found: Resubscribes, checked: Checked, box: str) -> bool:
@@ -665,14 +676,14 @@ async def turns_phase(base: str, tokens: list[str], cfg: Settings, pids: dict[st
         )
         met = True
         for n in cfg.users:
-            steps: dict[str, list[Step]] = {path: [] for path in PATHS}
             box = Box({role: [pid] for role, pid in pids.items()})
-            for r in range(cfg.rounds):
-                order = PATHS[r % 3 :] + PATHS[: r % 3]
-                for path in order:
-                    steps[path].append(await turns_step(everyone[:n], path, cfg, pids))
-            met &= print_turns(n, steps)
-            print(f"         {box}", flush=True)
+            mixed = await turns_step(everyone[:n], PATHS, cfg.step_s, cfg, pids)
+            busy = str(box)
+            alone = {
+                path: await turns_step(everyone[:n], (path,), cfg.cpu_step_s, cfg, pids)
+                for path in PATHS
+            }
+            met &= print_turns(n, mixed, alone, busy)
         return met
 
 
@@ -721,7 +732,7 @@ def main() -> int:
     database = settings.DATABASES["default"]["ENGINE"].rsplit(".", 1)[-1]
     print(
         f"users {', '.join(map(str, cfg.users))}; {cfg.rate:g} messages/s in all,"
-        f" {cfg.rounds} rounds of {cfg.step_s:g} s a path; resubscribes for"
+        f" {cfg.step_s:g} s a step, then {cfg.cpu_step_s:g} s a path alone; resubscribes for"
         f" {cfg.resubscribe_s:g} s, streams held {cfg.hold_s[0]:g}-{cfg.hold_s[1]:g} s;"
         f" 1 daphne, 1 turn worker, {cfg.tool_workers} tool workers; {database};"
         f" load average {load_now()} at the start; logs in {scratch}",
