@@ -391,26 +391,33 @@ async def task_start(user: User, n: int) -> TaskRun:
 
 
 async def resubscribe(user: User, task_id: str, binding: str, hold_s: float | None) -> Rebuilt:
-    """``SubscribeToTask``, followed for ``hold_s`` (to the end if None), then dropped."""
+    """``SubscribeToTask``, followed for ``hold_s`` after its first event (to the end if
+    None), then dropped."""
     rebuilt = Rebuilt(binding)
     sent = time.perf_counter()
     async with a2a_stream_call(user, binding, "SubscribeToTask", {"id": task_id}) as stream:
         if refused := await a2a_refusal(stream):
             raise Failure(refused)
         events = sse(stream)
-        deadline = None if hold_s is None else asyncio.get_running_loop().time() + hold_s
+        first = a2a_event(binding, await first_of(events))
+        rebuilt.first_event_s = time.perf_counter() - sent
+        if "task" not in first:
+            raise Failure(f"the first event is not the task: {first}")
+        rebuilt.take(first)
         try:
-            async with asyncio.timeout_at(deadline):
+            async with asyncio.timeout(hold_s):
                 async for document in events:
-                    event = a2a_event(binding, document)
-                    if not rebuilt.first_event_s:
-                        rebuilt.first_event_s = time.perf_counter() - sent
-                        if "task" not in event:
-                            raise Failure(f"the first event is not the task: {event}")
-                    rebuilt.take(event)
+                    rebuilt.take(a2a_event(binding, document))
         except TimeoutError:
             stream.close()  # dropped while the task works
     return rebuilt
+
+
+async def first_of(events: AsyncIterator[dict[str, Any]]) -> dict[str, Any]:
+    """A stream's first event, however long it takes (the client's read timeout aside)."""
+    async for event in events:
+        return event
+    raise Failure("the stream ended before its first event")
 
 
 async def session_reconnect(user: User, session_id: str, hold_s: float) -> float:
@@ -420,15 +427,15 @@ async def session_reconnect(user: User, session_id: str, hold_s: float) -> float
     async with user.http.get(url, headers=user.headers) as stream:
         if stream.status != 200:
             raise Failure(f"session stream: {stream.status} {(await stream.text())[:300]}")
-        first = None
+        events = sse(stream)
+        await first_of(events)
+        first = time.perf_counter() - sent
         try:
             async with asyncio.timeout(hold_s):
-                async for _ in sse(stream):
-                    first = first or time.perf_counter() - sent
+                async for _ in events:
+                    pass
         except TimeoutError:
             stream.close()
-    if first is None:
-        raise Failure("the session stream replayed nothing")
     return first
 
 
