@@ -5,7 +5,8 @@ The a2a-sdk's routes (``a2a_api.app``) parse both bindings, check the
 protocol's responses, errors and server-sent events. Every method reads and
 writes through ``a2a_api.services``, on the database threads; a stream or a
 waiting ``SendMessage`` is a coroutine on the web process's loop that follows
-the log (``responses.live``) and holds no thread between its reads.
+the log (``responses.live``) and holds no thread between its reads, which run
+on the stream-read threads (``sessions.streams.reads``) as the log's do.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import functools
 import logging
 from collections.abc import AsyncGenerator, Awaitable, Callable
 from datetime import UTC, datetime
-from typing import Any, ParamSpec, TypeVar, cast
+from typing import Any, ParamSpec, TypeVar
 
 from a2a.auth.user import User
 from a2a.server.context import ServerCallContext
@@ -68,6 +69,7 @@ from a2a_api.services import (
 from accounts.credentials import Credential, CredentialRevoked
 from agentsite.core.errors import Conflict, DomainError, Invalid, NotFound, QuotaExceeded
 from responses.live import response_cancel, response_events
+from sessions.streams.reads import log_read
 
 log = logging.getLogger(__name__)
 P = ParamSpec("P")
@@ -115,12 +117,23 @@ def refusal(exc: DomainError) -> A2AError:
 
 def db(fn: Callable[P, R]) -> Callable[P, Awaitable[R]]:
     """``fn`` on a database thread, its domain refusals raised as A2A errors."""
-    threaded = database_sync_to_async(fn, thread_sensitive=False)
+    return _refusing(fn, database_sync_to_async(fn, thread_sensitive=False))
 
+
+def stream_read(fn: Callable[P, R]) -> Callable[P, Awaitable[R]]:
+    """``fn``, a stream's read, on a stream-read thread, its refusals raised as A2A errors.
+
+    Those threads keep their database connection: a thread of ``db`` opens one for
+    each call and closes it after, which on SQLite costs more than a task's view.
+    """
+    return _refusing(fn, log_read(fn))
+
+
+def _refusing(fn: Callable[P, R], threaded: Callable[P, Awaitable[R]]) -> Callable[P, Awaitable[R]]:
     @functools.wraps(fn)
     async def call(*args: P.args, **kwargs: P.kwargs) -> R:
         try:
-            return cast(R, await threaded(*args, **kwargs))
+            return await threaded(*args, **kwargs)
         except DomainError as exc:
             raise refusal(exc) from exc
 
@@ -180,7 +193,7 @@ class AgentsiteRequestHandler(RequestHandler):
         self, params: SubscribeToTaskRequest, context: ServerCallContext
     ) -> AsyncGenerator[Any]:
         user = caller(context)
-        view = await db(_view)(user.django_user, params.id)
+        view = await stream_read(_view)(user.django_user, params.id)
         if view.state in TERMINAL:
             raise UnsupportedOperationError(
                 message=f"The task has ended ({view.state}): read it with GetTask.",
@@ -276,19 +289,19 @@ class AgentsiteRequestHandler(RequestHandler):
         validate_history_length(params.configuration)
         text, decisions = message_read(params.message)
         message = params.message
-        owner = caller(context).django_user
-        task = await db(task_send)(
-            owner=owner,
+        push = None
+        if params.configuration.HasField("task_push_notification_config"):
+            push = params.configuration.task_push_notification_config
+        # One thread and one connection for the message, the push configuration, the view.
+        return await db(_sent)(
+            caller(context).django_user,
             text=text,
             decisions=decisions,
             task_id=message.task_id,
             context_id=message.context_id,
             message_id=message.message_id,
+            push=push,
         )
-        if params.configuration.HasField("task_push_notification_config"):
-            push = params.configuration.task_push_notification_config
-            await db(_config_set)(owner, task.id, push)
-        return await db(task_view)(task)
 
     def _shaped(self, view: TaskView, configuration: Any) -> Task:
         return apply_history_length(task_of(view), configuration)
@@ -315,7 +328,7 @@ class AgentsiteRequestHandler(RequestHandler):
                 message="The API token this stream was opened with no longer holds.",
                 data={"code": "invalid_api_key"},
             ) from exc
-        ended = await db(task_view)(await db(_reload)(view.task))
+        ended = await stream_read(_reloaded_view)(view.task)
         for report in updates.reports(ended):
             yield report
         yield updates.final(ended)
@@ -355,8 +368,31 @@ def _config_delete(owner: Any, task_id: str, config_id: str) -> None:
     push_config_delete(task=task_for(owner=owner, task_id=task_id), config_id=config_id)
 
 
-def _reload(task: AgentTask) -> AgentTask:
-    return AgentTask.objects.get(pk=task.pk)
+def _sent(
+    owner: Any,
+    *,
+    text: str,
+    decisions: list[Decision],
+    task_id: str,
+    context_id: str,
+    message_id: str,
+    push: TaskPushNotificationConfig | None,
+) -> TaskView:
+    task = task_send(
+        owner=owner,
+        text=text,
+        decisions=decisions,
+        task_id=task_id,
+        context_id=context_id,
+        message_id=message_id,
+    )
+    if push is not None:
+        _config_set(owner, task.id, push)
+    return task_view(task)
+
+
+def _reloaded_view(task: AgentTask) -> TaskView:
+    return task_view(AgentTask.objects.get(pk=task.pk))
 
 
 def _list(
