@@ -102,7 +102,13 @@ async def until_revoked(credential: Credential) -> None:
 
 
 class ResponseState:
-    """Wraps ``send`` to know whether the response has started and whether it has ended."""
+    """Wraps ``send`` to know whether the response has started and whether it has ended.
+
+    An event stream's headers leave with its start: daphne holds a response's
+    headers until its first body bytes, and a GET stream's first event may be
+    minutes away (the SDK's keep-alive comes after 15 s), so a client waiting to
+    know the stream is open would wait that long.
+    """
 
     def __init__(self, send: Any) -> None:
         self.inner = send
@@ -115,6 +121,16 @@ class ResponseState:
         elif message["type"] == "http.response.body" and not message.get("more_body"):
             self.ended = True
         await self.inner(message)
+        if message["type"] == "http.response.start" and is_event_stream(message):
+            await self.inner({"type": "http.response.body", "body": b"", "more_body": True})
+
+
+def is_event_stream(start: dict[str, Any]) -> bool:
+    return any(
+        bytes(name).lower() == b"content-type"
+        and bytes(value).lower().startswith(b"text/event-stream")
+        for name, value in start.get("headers", [])
+    )
 
 
 async def served_while_valid(
