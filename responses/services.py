@@ -183,7 +183,7 @@ def _decision_take(owner: Any, approval: Approval, item: dict[str, Any], param: 
         if not item["approve"]:
             approval_decide(approval=approval, by=owner, decision="reject", reason=reason)
         elif approval.kind == Approval.Kind.APPROVAL:
-            approval_decide(approval=approval, by=owner, decision="approve")
+            approval_decide(approval=approval, by=owner, decision="approve", reason=reason)
         elif not reason.strip():
             raise invalid(
                 f"{param}.reason",

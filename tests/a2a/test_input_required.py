@@ -77,7 +77,7 @@ def test_an_approval_leaves_the_task_waiting_and_the_decision_continues_it(
     async def decide() -> Rebuilt:
         rebuilt = Rebuilt()
         async with deciding as client:
-            parts = [decision(approval.pk, True)]
+            parts = [decision(approval.pk, True, "Read-only, go ahead.")]
             async for event in client.send_message(continuing(waiting, *parts)):
                 rebuilt.take(event)
         return rebuilt
@@ -88,6 +88,7 @@ def test_an_approval_leaves_the_task_waiting_and_the_decision_continues_it(
     approval.refresh_from_db()
     job.refresh_from_db()
     assert approval.status == Approval.Status.APPROVED and approval.decided_by == user
+    assert approval.reason == "Read-only, go ahead."
     assert job.status == Job.Status.DONE
 
 

@@ -79,7 +79,9 @@ def test_an_approved_call_runs_and_the_next_response_reports_its_result(
     assert job.status == "queued" and job.gate == approval.id  # the response ended without it
 
     answered = client.responses.create(
-        model="offline", previous_response_id=asked.id, input=decision(request.id, True)
+        model="offline",
+        previous_response_id=asked.id,
+        input=decision(request.id, True, reason="Read-only, go ahead."),
     )
     assert answered.status == "completed", answered
     assert answered.output_text.startswith("The tests finished: 31 passed, 2 failed")
@@ -90,6 +92,7 @@ def test_an_approved_call_runs_and_the_next_response_reports_its_result(
     assert (ran[0].output or "").startswith("31 passed, 2 failed")
     approval.refresh_from_db()
     assert approval.status == "approved" and approval.decided_by_id == user.pk
+    assert approval.reason == "Read-only, go ahead."
     items = client.responses.input_items.list(answered.id).data
     assert len(items) == 1 and isinstance(items[0], McpApprovalResponseItem)
     assert items[0].approval_request_id == request.id and items[0].approve is True
