@@ -14,12 +14,12 @@ import json
 from typing import Any
 
 from a2a.server.context import ServerCallContext
+from a2a.server.request_handlers.response_helpers import agent_card_to_dict
 from a2a.server.routes.common import DefaultServerCallContextBuilder
 from a2a.server.routes.jsonrpc_routes import create_jsonrpc_routes
 from a2a.server.routes.rest_routes import create_rest_routes
 from a2a.utils.constants import AGENT_CARD_WELL_KNOWN_PATH
 from channels.db import database_sync_to_async
-from google.protobuf.json_format import MessageToDict
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -53,7 +53,8 @@ class ContextBuilder(DefaultServerCallContextBuilder):
 
 async def card(request: Request) -> Response:
     """The public card, cacheable for five minutes and revalidated by its ETag."""
-    document = MessageToDict(agent_card(base_url(request)))
+    # With the top-level fields an A2A 0.3 client reads (url, preferredTransport, …).
+    document = agent_card_to_dict(agent_card(base_url(request)))
     body = json.dumps(document, sort_keys=True, separators=(",", ":")).encode()
     etag = f'"{hashlib.sha256(body).hexdigest()[:32]}"'
     headers = {"Cache-Control": "public, max-age=300", "ETag": etag}
@@ -107,11 +108,17 @@ def a2a_app() -> Any:
     builder = ContextBuilder()
     protocol = Starlette(
         routes=[
-            *create_jsonrpc_routes(handler, JSONRPC_PATH, context_builder=builder),
+            *create_jsonrpc_routes(
+                handler, JSONRPC_PATH, context_builder=builder, enable_v0_3_compat=True
+            ),
             # The same endpoint with a trailing slash: a client that takes the card's URL
             # as a base (httpx's base_url joined with "/", as the A2A TCK's does) posts there.
-            *create_jsonrpc_routes(handler, f"{JSONRPC_PATH}/", context_builder=builder),
-            *create_rest_routes(handler, context_builder=builder, path_prefix=REST_PATH),
+            *create_jsonrpc_routes(
+                handler, f"{JSONRPC_PATH}/", context_builder=builder, enable_v0_3_compat=True
+            ),
+            *create_rest_routes(
+                handler, context_builder=builder, path_prefix=REST_PATH, enable_v0_3_compat=True
+            ),
         ]
     )
     guarded = TokenRequired(protocol)

@@ -12,7 +12,7 @@ from a2a.types import (
     SecurityScheme,
     StringList,
 )
-from a2a.utils.constants import PROTOCOL_VERSION_1_0, TransportProtocol
+from a2a.utils.constants import PROTOCOL_VERSION_0_3, PROTOCOL_VERSION_1_0, TransportProtocol
 
 from jobs.registry import all_tools
 
@@ -44,6 +44,19 @@ def agent_card(base_url: str, *, extended: bool = False) -> AgentCard:
                 url=f"{base_url}{REST_PATH}",
                 protocol_binding=TransportProtocol.HTTP_JSON.value,
                 protocol_version=PROTOCOL_VERSION_1_0,
+            ),
+            # The same endpoints speak A2A 0.3 to the clients that still do: JSON-RPC
+            # by its method names, HTTP+JSON under /v1/ (the card's legacy fields
+            # name the first of these).
+            AgentInterface(
+                url=f"{base_url}{JSONRPC_PATH}",
+                protocol_binding=TransportProtocol.JSONRPC.value,
+                protocol_version=PROTOCOL_VERSION_0_3,
+            ),
+            AgentInterface(
+                url=f"{base_url}{REST_PATH}",
+                protocol_binding=TransportProtocol.HTTP_JSON.value,
+                protocol_version=PROTOCOL_VERSION_0_3,
             ),
         ],
         capabilities=AgentCapabilities(

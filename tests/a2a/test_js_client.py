@@ -181,10 +181,13 @@ def texts(artifacts: list[dict[str, Any]]) -> list[str]:
 def check_card(result: dict[str, Any], a2a_url: str, binding: str) -> None:
     assert "error" not in result, result
     assert result["name"] == "agentsite"
-    assert {i["binding"]: (i["url"], i["version"]) for i in result["interfaces"]} == {
-        "JSONRPC": (f"{a2a_url}/a2a/jsonrpc", "1.0"),
-        "HTTP+JSON": (f"{a2a_url}/a2a", "1.0"),
-    }
+    # Both bindings in 1.0 and, on the same endpoints, in 0.3; the client takes 1.0.
+    assert sorted((i["binding"], i["url"], i["version"]) for i in result["interfaces"]) == [
+        ("HTTP+JSON", f"{a2a_url}/a2a", "0.3"),
+        ("HTTP+JSON", f"{a2a_url}/a2a", "1.0"),
+        ("JSONRPC", f"{a2a_url}/a2a/jsonrpc", "0.3"),
+        ("JSONRPC", f"{a2a_url}/a2a/jsonrpc", "1.0"),
+    ]
     # The card the client holds is the extended one, read with the token.
     assert "chat" in result["skills"] and "tool:write_report" in result["skills"]
     assert (result["transport"], result["protocol_version"]) == (binding, "1.0")
