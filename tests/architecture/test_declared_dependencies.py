@@ -25,7 +25,7 @@ LOCK = ROOT / "requirements.lock"
 APPS = ("a2a_api", "accounts", "agentsite", "jobs", "responses", "sessions")
 FIRST_PARTY = {*APPS, "tests", "bench", "manage"}
 # Run in a virtual environment of its own, with its own requirements.
-OWN_ENVIRONMENT = {Path("tests/responses/maf_client.py")}
+OWN_ENVIRONMENT = {Path("tests/responses/maf_client.py"), Path("bench/_langgraph_chat.py")}
 
 
 def normalized(name: str) -> str:
