@@ -19,12 +19,13 @@ from __future__ import annotations
 import logging
 import sqlite3
 from collections.abc import Iterable, Sequence
-from datetime import timedelta
 from typing import Any
 
 from django.db import connections, transaction
+from django.db.models.sql import UpdateQuery
 from django.utils import timezone
 
+from agentsite.core.clock import database_now, database_now_plus
 from jobs import dispatch, hooks
 from jobs.documents import FINAL_EVENT_OF, JobEventName, job_event_payload, job_status_doc
 from jobs.groups import cancel_key
@@ -67,9 +68,15 @@ def _compare_and_set(job_id: str, sources: Iterable[str], fields: dict[str, Any]
         return Job.objects.get(id=job_id)
     quote = connection.ops.quote_name
     returned = _returned_columns(connection)
-    assignments, params = [], []
+    assignments: list[str] = []
+    params: list[Any] = []
     for name, value in fields.items():
         field = returned.fields[name]
+        if hasattr(value, "resolve_expression"):  # the database's clock, say
+            sql, expression_params = _compiled(value, connection)
+            assignments.append(f"{quote(str(field.column))} = {sql}")
+            params.extend(expression_params)
+            continue
         assignments.append(f"{quote(str(field.column))} = %s")
         params.append(field.get_db_prep_save(value, connection))
     sql = (
@@ -81,6 +88,14 @@ def _compare_and_set(job_id: str, sources: Iterable[str], fields: dict[str, Any]
         cursor.execute(sql, [*params, job_id, *sources])
         row = cursor.fetchone()
     return None if row is None else returned.job(connection, row)
+
+
+def _compiled(expression: Any, connection: Any) -> tuple[str, Sequence[Any]]:
+    """An expression as the SQL of an UPDATE's SET, the way ``QuerySet.update`` compiles it."""
+    query = UpdateQuery(Job)
+    resolved = expression.resolve_expression(query, allow_joins=False, for_save=True)
+    sql, params = query.get_compiler(connection=connection).compile(resolved)
+    return sql, params
 
 
 class _Returned:
@@ -221,7 +236,8 @@ def job_ungate(*, job_id: str, gate: str, args: dict[str, Any] | None = None) ->
 
 
 def job_start(*, job_id: str, worker_name: str = "", timeout_s: float | None = None) -> Job:
-    now = timezone.now()
+    """Running, with its start, first heartbeat and deadline on the database's clock
+    (``agentsite.core.clock``: the scheduler on another host judges them by it)."""
     if timeout_s is None:
         timeout_s = Job.objects.filter(id=job_id).values_list("timeout_s", flat=True).first()
     return _transition(
@@ -229,9 +245,9 @@ def job_start(*, job_id: str, worker_name: str = "", timeout_s: float | None = N
         sources=[S.QUEUED],
         target=S.RUNNING,
         event=E.STARTED,
-        started_at=now,
-        heartbeat_at=now,
-        deadline=now + timedelta(seconds=timeout_s or 0),
+        started_at=database_now(),
+        heartbeat_at=database_now(),
+        deadline=database_now_plus(timeout_s or 0),
         worker_name=worker_name[:200],
     )
 
@@ -327,7 +343,8 @@ def job_time_out(*, job_id: str, message: str = "") -> Job:
 
 def job_heartbeat(*, job_id: str) -> bool:
     """Mark a running job alive; False once it is no longer running."""
-    return Job.objects.filter(id=job_id, status=S.RUNNING).update(heartbeat_at=timezone.now()) == 1
+    running = Job.objects.filter(id=job_id, status=S.RUNNING)
+    return running.update(heartbeat_at=database_now()) == 1
 
 
 def job_request_cancel(*, job_id: str) -> str:
@@ -353,7 +370,7 @@ def job_request_cancel(*, job_id: str) -> str:
             dispatch.rq_forget(job_id)
             return str(S.CANCELLED)
         Job.objects.filter(id=job_id, status=S.RUNNING, cancel_requested_at__isnull=True).update(
-            cancel_requested_at=timezone.now()
+            cancel_requested_at=database_now()  # judged by the scheduler on its clock
         )
         redis_connection().set(cancel_key(job_id), "1", ex=CANCEL_KEY_TTL_S)
         status = Job.objects.filter(id=job_id).values_list("status", flat=True).first()

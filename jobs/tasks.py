@@ -16,6 +16,7 @@ from django.db import connections
 from django.db.models import Q
 from django.utils import timezone
 
+from agentsite.core.clock import database_now_plus
 from agentsite.core.periodic import PeriodicTask
 from jobs import dispatch, lifecycle, retention, services, webhooks
 from jobs.handoff import connections_detach_inherited
@@ -58,7 +59,7 @@ def jobs_end_and_stop(job_ids: Iterable[str], end: Callable[[str], object]) -> i
 
 def lost_jobs_fail() -> int:
     """Running jobs whose heartbeat went stale: their worker was killed or hangs."""
-    stale = timezone.now() - timedelta(seconds=settings.AGENTSITE_JOB_HEARTBEAT_STALE_S)
+    stale = database_now_plus(-settings.AGENTSITE_JOB_HEARTBEAT_STALE_S)
     lost = Job.objects.filter(status=Job.Status.RUNNING).filter(
         Q(heartbeat_at__lt=stale) | Q(heartbeat_at__isnull=True, started_at__lt=stale)
     )
@@ -74,8 +75,7 @@ def lost_jobs_fail() -> int:
 
 def overdue_jobs_stop() -> int:
     """Running jobs whose own runner did not stop them in time (a hung horse)."""
-    slack = timedelta(seconds=2 * settings.AGENTSITE_JOB_STOP_GRACE_S)
-    cutoff = timezone.now() - slack
+    cutoff = database_now_plus(-2 * settings.AGENTSITE_JOB_STOP_GRACE_S)
     running = Job.objects.filter(status=Job.Status.RUNNING)
     timed_out = jobs_end_and_stop(
         running.filter(deadline__lt=cutoff).values_list("id", flat=True),

@@ -33,6 +33,7 @@ from django.db import transaction
 from django.utils import timezone
 from rq.job import Job as RqJob
 
+from agentsite.core.clock import database_now, database_now_plus
 from agentsite.core.queries import get_or_none
 from jobs.live import redis_connection
 from sessions.client_tools import client_tools_of
@@ -156,8 +157,9 @@ def run_start(*, run_id: str) -> Claim | None:
         if Run.objects.filter(session_id=session_id, status=Run.Status.RUNNING).exists():
             return None
         now = timezone.now()
+        # The heartbeat on the database's clock: the reaper on another host judges it by it.
         started = Run.objects.filter(pk=run_id, status=Run.Status.QUEUED).update(
-            status=Run.Status.RUNNING, started_at=now, heartbeat_at=now
+            status=Run.Status.RUNNING, started_at=now, heartbeat_at=database_now()
         )
         if started != 1:
             return None
@@ -244,7 +246,7 @@ def run_hand_back(*, run_id: str, reason: str) -> bool:
 def runs_beat(*, run_ids: list[str]) -> None:
     """One heartbeat for every run a worker is executing."""
     Run.objects.filter(pk__in=run_ids, status=Run.Status.RUNNING).update(
-        heartbeat_at=timezone.now()
+        heartbeat_at=database_now()
     )
 
 
@@ -363,7 +365,7 @@ def runs_reap(*, now: Any = None) -> dict[str, int]:
     """
     now = now or timezone.now()
     stale = Run.objects.filter(
-        status=Run.Status.RUNNING, heartbeat_at__lt=now - timedelta(seconds=RUN_STALE_AFTER_S)
+        status=Run.Status.RUNNING, heartbeat_at__lt=database_now_plus(-RUN_STALE_AFTER_S)
     ).values_list("id", flat=True)
     failed = 0
     for run_id in list(stale):

@@ -153,7 +153,8 @@ class JobToolContext(BaseToolContext):
             job_id=job.id,
             owner_id=job.owner_id,
             session_id=job.session_id,
-            deadline=job.deadline,
+            # The job's deadline is on the database's clock; the horse keeps it on its own.
+            deadline=deadline_after(job.timeout_s) if job.deadline is not None else None,
             logger=logging.getLogger(f"jobs.tools.{job.tool}"),
         )
         self._job_id = job.id
