@@ -187,8 +187,10 @@ class OwnSentinels:
     DOWN_AFTER_MS = 1000
     FAILOVER_TIMEOUT_MS = 3000
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, *, password: str = "", sentinel_password: str = "") -> None:
         self.root = root
+        self.password = password
+        self.sentinel_password = sentinel_password
         self.primary_port = free_port()
         self.replica_port = free_port()
         self.sentinel_ports = [free_port() for _ in range(3)]
@@ -206,7 +208,18 @@ class OwnSentinels:
             "REDIS_SENTINELS": self.sentinels,
             "REDIS_SENTINEL_MASTER": self.MASTER,
             "AGENTSITE_REDIS_PREFIX": prefix,
+            "REDIS_PASSWORD": self.password,
+            "REDIS_SENTINEL_PASSWORD": self.sentinel_password,
         }
+
+    def data_client(self, port: int, db: int = 0) -> redis.Redis:
+        return redis.Redis(
+            port=port,
+            db=db,
+            password=self.password or None,
+            socket_timeout=1,
+            decode_responses=True,
+        )
 
     def _spawn(self, name: str, argv: list[str]) -> None:
         log = open(self.root / f"{name}.log", "ab")
@@ -219,8 +232,11 @@ class OwnSentinels:
         data_dir.mkdir()
         argv = [machine_redis_server(), "--port", str(port), "--bind", "127.0.0.1"]
         argv += ["--save", "", "--appendonly", "no", "--dir", str(data_dir), *extra]
+        if self.password:
+            argv += ["--requirepass", self.password, "--masterauth", self.password]
         self._spawn(name, argv)
-        wait_for_redis(f"redis://127.0.0.1:{port}/0")
+        auth = f":{self.password}@" if self.password else ""
+        wait_for_redis(f"redis://{auth}127.0.0.1:{port}/0")
 
     def start(self) -> None:
         self._data_node("primary", self.primary_port)
@@ -236,17 +252,27 @@ class OwnSentinels:
                 f"sentinel failover-timeout {self.MASTER} {self.FAILOVER_TIMEOUT_MS}\n"
                 f"sentinel parallel-syncs {self.MASTER} 1\n"
             )
+            with conf.open("a") as more:
+                if self.password:
+                    more.write(f"sentinel auth-pass {self.MASTER} {self.password}\n")
+                if self.sentinel_password:
+                    more.write(f"requirepass {self.sentinel_password}\n")
             self._spawn(f"sentinel-{i}", [machine_redis_server(), str(conf), "--sentinel"])
         self.wait_until_ready()
 
     def sentinel_client(self, i: int = 0) -> redis.Redis:
-        return redis.Redis(port=self.sentinel_ports[i], socket_timeout=1, decode_responses=True)
+        return redis.Redis(
+            port=self.sentinel_ports[i],
+            password=self.sentinel_password or None,
+            socket_timeout=1,
+            decode_responses=True,
+        )
 
     def ready(self) -> bool:
         """Every sentinel knows the primary, its replica and the other two sentinels, and
         the replica has caught up."""
         try:
-            replica = redis.Redis(port=self.replica_port, socket_timeout=1, decode_responses=True)
+            replica = self.data_client(self.replica_port)
             if replica.info("replication").get("master_link_status") != "up":
                 return False
             for i in range(len(self.sentinel_ports)):
