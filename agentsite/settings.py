@@ -13,17 +13,19 @@ import os
 import secrets
 import sys
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlparse
 
-import dj_database_url
 from csp.constants import NONE, SELF
 
+from agentsite.core.database_url import database_url_parse
 from agentsite.core.private_files import (
     private_dir,
     private_file_create,
     private_file_read,
     sqlite_file_private,
 )
+from agentsite.core.redis_connections import channel_layer_host, rq_connection, sentinels_parse
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 LOCAL_DIR = BASE_DIR / ".agentsite"
@@ -209,10 +211,10 @@ SQLITE_OPTIONS = {
     "init_command": "PRAGMA journal_mode=WAL;PRAGMA synchronous=NORMAL;PRAGMA busy_timeout=30000",
 }
 try:
-    _database = dj_database_url.parse(DATABASE_URL, conn_max_age=0)
+    _database = database_url_parse(DATABASE_URL, conn_max_age=0)
 except Exception as exc:
     CONFIG_ERRORS.append(("DATABASE_URL", f"DATABASE_URL could not be parsed: {exc}"))
-    _database = dj_database_url.parse(f"sqlite:///{BASE_DIR / 'db.sqlite3'}")
+    _database = database_url_parse(f"sqlite:///{BASE_DIR / 'db.sqlite3'}")
 # Name of the test database, so that several test runs can share a machine.
 TEST_DB_NAME = env_str("AGENTSITE_TEST_DB", "test")
 if _database["ENGINE"] == "django.db.backends.sqlite3":
@@ -249,18 +251,37 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # --- redis, queues, channels ------------------------------------------------------
 
-REDIS_URL = env_str("REDIS_URL", "redis://127.0.0.1:6379/0")
-if urlparse(REDIS_URL).scheme not in {"redis", "rediss", "unix"}:
+# One Redis server by URL, or (REDIS_SENTINELS) a primary found through Redis Sentinel,
+# which every client then asks for (agentsite.core.redis_connections). With
+# sentinels, REDIS_URL stays unset: the data nodes' password and database number
+# are REDIS_PASSWORD and REDIS_DB.
+REDIS_SENTINELS, _sentinels_error = sentinels_parse(env_str("REDIS_SENTINELS"))
+if _sentinels_error:
+    CONFIG_ERRORS.append(("REDIS_SENTINELS", f"REDIS_SENTINELS: {_sentinels_error}."))
+REDIS_SENTINEL_MASTER = env_str("REDIS_SENTINEL_MASTER").strip()
+REDIS_SENTINEL_PASSWORD = env_str("REDIS_SENTINEL_PASSWORD")
+REDIS_PASSWORD = env_str("REDIS_PASSWORD")
+REDIS_DB = env_int("REDIS_DB", 0, least=0)
+REDIS_URL = env_str("REDIS_URL") or ("" if REDIS_SENTINELS else "redis://127.0.0.1:6379/0")
+if REDIS_URL and urlparse(REDIS_URL).scheme not in {"redis", "rediss", "unix"}:
     CONFIG_ERRORS.append(("REDIS_URL", f"REDIS_URL={REDIS_URL!r} is not a redis:// URL."))
     REDIS_URL = "redis://127.0.0.1:6379/0"
+_redis_target: dict[str, Any] = {
+    "url": REDIS_URL,
+    "sentinels": REDIS_SENTINELS,
+    "master": REDIS_SENTINEL_MASTER,
+    "sentinel_password": REDIS_SENTINEL_PASSWORD,
+    "password": REDIS_PASSWORD,
+    "db": REDIS_DB,
+}
 # Prefix for every Redis key and channel-layer group this deployment uses, so
 # two deployments (or a test run) can share one Redis server.
 REDIS_PREFIX = env_str("AGENTSITE_REDIS_PREFIX", "agentsite")
 
 RQ_QUEUES = {
-    "default": {"URL": REDIS_URL, "DEFAULT_TIMEOUT": 600},
-    "turns": {"URL": REDIS_URL, "DEFAULT_TIMEOUT": 600},
-    "tools": {"URL": REDIS_URL, "DEFAULT_TIMEOUT": 3600},
+    "default": {**rq_connection(**_redis_target), "DEFAULT_TIMEOUT": 600},
+    "turns": {**rq_connection(**_redis_target), "DEFAULT_TIMEOUT": 600},
+    "tools": {**rq_connection(**_redis_target), "DEFAULT_TIMEOUT": 3600},
 }
 RQ_SHOW_ADMIN_LINK = True
 # Records tool jobs' starts and ends from the worker's own connection (see jobs/worker.py).
@@ -269,7 +290,10 @@ RQ = {"WORKER_CLASS": "jobs.worker.JobWorker"}
 CHANNEL_LAYERS = {
     "default": {
         "BACKEND": "channels_redis.pubsub.RedisPubSubChannelLayer",
-        "CONFIG": {"hosts": [REDIS_URL], "prefix": f"{REDIS_PREFIX}-ws"},
+        "CONFIG": {
+            "hosts": [channel_layer_host(**_redis_target)],
+            "prefix": f"{REDIS_PREFIX}-ws",
+        },
     }
 }
 

@@ -21,6 +21,7 @@ from django.conf import settings
 from redis import Redis
 
 from agentsite.compat import channels_redis
+from agentsite.core.redis_connections import settings_channel_layer_host
 from jobs.documents import JobStatusDoc
 from jobs.groups import owner_jobs_group
 
@@ -75,7 +76,7 @@ def direct_publish_prefix() -> str | None:
     config: dict[str, Any] = settings.CHANNEL_LAYERS.get("default", {})
     options: dict[str, Any] = config.get("CONFIG", {})
     if config.get("BACKEND") != channels_redis.PUBSUB_BACKEND or options.get("hosts") != [
-        settings.REDIS_URL
+        settings_channel_layer_host()
     ]:
         return None
     return str(options.get("prefix", "asgi"))

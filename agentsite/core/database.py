@@ -28,16 +28,26 @@ T = TypeVar("T")
 def through_database_outage(action: Callable[[], T], *, what: str) -> T:
     """``action()``, tried again on a new connection, with backoff, while the database is away.
 
-    Only connection-level errors are retried; ``action`` runs outside any
-    transaction of the caller's, so each try starts afresh.
+    Only connection-level errors are retried, and only outside any transaction of
+    the caller's: a connection lost inside one took the transaction with it (rolled
+    back, or committed without a word back), and trying ``action`` again would run
+    part of it a second time on a new connection. There the error goes up to the
+    caller, who alone can start the whole transaction again.
     """
     wait = BACKOFF_S[0]
     while True:
         try:
             return action()
         except DATABASE_AWAY as exc:
+            if in_callers_transaction():
+                raise
             connections.close_all()
             telemetry.database_lost()  # the next connection is a reconnect
             log.warning("%s: database unavailable (%s); retrying in %.1fs", what, exc, wait)
             time.sleep(wait)
             wait = min(wait * 2, BACKOFF_S[1])
+
+
+def in_callers_transaction() -> bool:
+    """Some connection of this thread is inside an ``atomic`` block."""
+    return any(connection.in_atomic_block for connection in connections.all(initialized_only=True))

@@ -19,6 +19,8 @@ from django.conf import settings
 from redis import Redis
 from redis.exceptions import RedisError
 
+from agentsite.core.redis_connections import redis_client
+
 log = logging.getLogger(__name__)
 
 # A scrape waits at most this long for Redis before reporting it down.
@@ -42,8 +44,7 @@ def metrics_redis() -> Redis:
     global _redis_client
     with _redis_lock:
         if _redis_client is None or _redis_client[0] != os.getpid():
-            client = Redis.from_url(
-                settings.REDIS_URL,
+            client = redis_client(
                 socket_connect_timeout=REDIS_TIMEOUT_S,
                 socket_timeout=REDIS_TIMEOUT_S,
             )

@@ -17,6 +17,7 @@ def check_environment(app_configs: Any = None, **kwargs: Any) -> list[CheckMessa
         for name, message in getattr(settings, "CONFIG_ERRORS", [])
     ]
     messages += check_model() + check_workspace() + check_turn_pools() + check_quotas()
+    messages += check_redis() + check_database_hosts()
     if not settings.DEBUG and settings.SECRET_KEY and len(settings.SECRET_KEY) < 32:
         messages.append(
             Warning("SECRET_KEY is short for a production deployment.", id="agentsite.W001")
@@ -105,3 +106,58 @@ def check_quotas() -> list[CheckMessage]:
         if not getattr(settings, name) > 0
     ]
     return messages
+
+
+def check_redis() -> list[CheckMessage]:
+    """Redis is one server by REDIS_URL or a primary found through sentinels, never half of each."""
+    sentinel_only = {
+        "REDIS_SENTINEL_MASTER": settings.REDIS_SENTINEL_MASTER,
+        "REDIS_SENTINEL_PASSWORD": settings.REDIS_SENTINEL_PASSWORD,
+        "REDIS_PASSWORD": settings.REDIS_PASSWORD,
+        "REDIS_DB": settings.REDIS_DB,
+    }
+    if not settings.REDIS_SENTINELS:
+        return [
+            Error(
+                f"{name} is set but REDIS_SENTINELS is not: it applies only through Sentinel.",
+                hint="Set REDIS_SENTINELS, or unset it (with REDIS_URL, the URL says it all).",
+                id="agentsite.E007",
+            )
+            for name, value in sentinel_only.items()
+            if value
+        ]
+    messages: list[CheckMessage] = []
+    if not settings.REDIS_SENTINEL_MASTER:
+        messages.append(
+            Error(
+                "REDIS_SENTINELS is set but REDIS_SENTINEL_MASTER is not.",
+                hint="Set REDIS_SENTINEL_MASTER to the name the sentinels monitor the primary by.",
+                id="agentsite.E007",
+            )
+        )
+    if settings.REDIS_URL:
+        messages.append(
+            Error(
+                "REDIS_URL and REDIS_SENTINELS are both set: Redis would be found two ways.",
+                hint="Unset REDIS_URL; the data password and database are REDIS_PASSWORD and "
+                "REDIS_DB.",
+                id="agentsite.E007",
+            )
+        )
+    return messages
+
+
+def check_database_hosts() -> list[CheckMessage]:
+    """Several PostgreSQL hosts without ``target_session_attrs``: a standby may answer first."""
+    database = settings.DATABASES["default"]
+    options = database.get("OPTIONS") or {}
+    if "," not in str(database.get("HOST") or "") or options.get("target_session_attrs"):
+        return []
+    return [
+        Warning(
+            "DATABASE_URL lists several hosts without target_session_attrs: a connection may "
+            "reach a read-only standby, and every write on it fails.",
+            hint="Add ?target_session_attrs=read-write to DATABASE_URL.",
+            id="agentsite.W002",
+        )
+    ]

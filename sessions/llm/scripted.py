@@ -24,6 +24,7 @@ import redis
 import redis.asyncio
 from django.conf import settings
 
+from agentsite.core.redis_connections import async_redis_client, redis_client
 from sessions.llm.base import Finish, ModelError, StreamItem, TextDelta, ToolUse, approx_tokens
 from sessions.llm.blocks import wire_messages
 from sessions.llm.names import SCRIPTED
@@ -36,7 +37,7 @@ SCRIPT_TTL_S = 3600
 
 
 def _redis() -> redis.Redis:
-    return redis.Redis.from_url(settings.REDIS_URL)
+    return redis_client()
 
 
 def _key(key: str, part: str) -> str:
@@ -74,7 +75,7 @@ class ScriptedModel:
     ) -> AsyncIterator[StreamItem]:
         messages = wire_messages(messages)  # what a real model would be sent
         request = {"system": system, "messages": messages, "tools": tools}
-        conn = redis.asyncio.Redis.from_url(settings.REDIS_URL)
+        conn = async_redis_client()
         try:
             response = await self._next(conn, request)
             text = str(response.get("text", ""))

@@ -7,6 +7,7 @@ import time
 from typing import Any
 
 import pytest
+from django.db import OperationalError, transaction
 
 from agentsite.core.database import through_database_outage
 from jobs import handoff, lifecycle
@@ -78,3 +79,16 @@ def test_the_worker_records_a_jobs_end_once_the_database_is_back(user: Any) -> N
     job.refresh_from_db()
     assert (job.status, job.result) == (Job.Status.DONE, {"summary": "slept"})
     assert job.id not in handoff.STARTED_BY_WORKER
+
+
+def test_a_connection_lost_inside_a_transaction_is_not_retried(user: Any) -> None:
+    """Retrying only the failed part would run half a transaction on a new connection."""
+    calls: list[int] = []
+
+    def lost() -> None:
+        calls.append(1)
+        raise OperationalError("server closed the connection unexpectedly")
+
+    with pytest.raises(OperationalError), transaction.atomic():
+        through_database_outage(lost, what="inside a transaction")
+    assert calls == [1]

@@ -58,7 +58,8 @@ class Child:
 
 class Command(BaseCommand):
     help = (
-        "Run agentsite: web, turn and tool workers, scheduler, and Redis when REDIS_URL is unset."
+        "Run agentsite: web, turn and tool workers, scheduler, and Redis when neither REDIS_URL "
+        "nor REDIS_SENTINELS is set."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
@@ -75,7 +76,7 @@ class Command(BaseCommand):
         signal.signal(signal.SIGINT, self.on_signal)
         env = dict(os.environ)
         try:
-            if not os.environ.get("REDIS_URL"):
+            if not os.environ.get("REDIS_URL") and not settings.REDIS_SENTINELS:
                 env["REDIS_URL"] = self.start_redis()
             call_command("migrate", interactive=False, verbosity=0)
             call_command("ensure_login")
