@@ -184,7 +184,8 @@ class SessionEventMessage(TypedDict):
 
 
 class StreamCheckMessage(TypedDict):
-    """``stream.check``: a follower's own nudge to read the log (idle, or a client's ping)."""
+    """``stream.check``: a nudge to re-read the log: the follower's own (idle, a client's
+    ping), or its feed's after the subscription reconnected (``agentsite.core.fanout``)."""
 
     type: Literal["stream.check"]
 

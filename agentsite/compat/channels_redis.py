@@ -8,11 +8,16 @@ Verified against channels_redis 4.3.0. Checked by ``tests/compat/test_channels_r
 - ``RedisSingleShardConnection._do_receiving`` reads its connection only while the
   connection holds a subscription, and otherwise sleeps 100 ms between looks; one
   standing subscription (``subscribe_standing_channel``) keeps it reading.
+- Each ``RedisSingleShardConnection`` reads its subscriptions through one redis-py
+  ``PubSub`` (``_pubsub``, on the per-loop layer of ``RedisPubSubChannelLayer._get_layer``).
+  When that connection drops, redis-py connects it again and re-subscribes, calling the
+  connection's connect callbacks (held weakly); what was published meanwhile is gone.
+  ``watch_reconnects`` registers one more callback, so a caller learns of the gap.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 PUBSUB_BACKEND = "channels_redis.pubsub.RedisPubSubChannelLayer"
@@ -34,3 +39,33 @@ async def subscribe_standing_channel(layer: Any) -> str:
     receiver reads its connection instead of polling every 100 ms."""
     channel: str = await layer.new_channel("standing.")
     return channel
+
+
+class ReconnectWatch:
+    """Calls ``callback`` each time a pub/sub connection it watches has connected again
+    (and re-subscribed). The connections hold it weakly: keep it as long as it should
+    watch."""
+
+    def __init__(self, callback: Callable[[], None]) -> None:
+        self.callback = callback
+
+    async def connected(self, connection: Any) -> None:
+        self.callback()  # inside the reconnect: schedule work, never await the layer here
+
+
+def watch_reconnects(layer: Any, callback: Callable[[], None]) -> ReconnectWatch | None:
+    """Watch the pub/sub connections ``layer`` holds in the running event loop.
+
+    Call it after a subscription of the layer in this loop (so the connections exist and
+    their first connect is past): every later connect is a reconnect. None for a layer
+    that is not channels_redis's pub/sub layer.
+    """
+    get_layer = getattr(layer, "_get_layer", None)
+    if get_layer is None:
+        return None
+    watch = ReconnectWatch(callback)
+    for shard in get_layer()._shards:
+        pubsub = shard._pubsub
+        if pubsub is not None and pubsub.connection is not None:
+            pubsub.connection.register_connect_callback(watch.connected)
+    return watch

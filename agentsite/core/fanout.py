@@ -19,6 +19,13 @@ released (``_keep_listening``): channels_redis's pub/sub receiver sleeps 100 ms
 between looks while its connection holds no subscription, so without it the
 first marker of an otherwise idle process (a new stream on a quiet server)
 came back after up to 100 ms instead of one Redis round trip.
+
+When the subscription's Redis connection drops (Redis restarted, a Sentinel
+failover), redis-py connects again and re-subscribes, but what was published in
+between is gone. Each feed of the loop then sends a marker of its own and, once
+it has come back through the new subscription, gives its followers a
+``stream.check``: they re-read what they follow (a stream its log, from its
+cursor), so the gap costs one re-read instead of waiting for the next idle tick.
 """
 
 from __future__ import annotations
@@ -29,7 +36,7 @@ import logging
 import uuid
 import weakref
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Final
 
 from channels.layers import get_channel_layer
 
@@ -38,6 +45,8 @@ from agentsite.compat import channels_redis
 log = logging.getLogger(__name__)
 
 SYNC_TYPE = "fanout.sync"
+# What followers get after a reconnect: re-read what you follow.
+CHECK_TYPE: Final = "stream.check"
 # Waiting longer than this for the marker, a follower goes on without the proof
 # (its stream re-reads the log when idle, so a lost message costs latency only).
 PROOF_TIMEOUT_S = 2.0
@@ -53,6 +62,7 @@ class Feed:
         self.feeds = feeds
         self.followers: dict[int, Deliver] = {}
         self.nonce = uuid.uuid4().hex
+        self.resync_nonce = uuid.uuid4().hex
         self.proof: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self.started = asyncio.create_task(self.start())
         self.reader: asyncio.Task[None] | None = None
@@ -70,18 +80,31 @@ class Feed:
     async def marker_send(self) -> None:
         await self.layer.group_send(self.group, {"type": SYNC_TYPE, "nonce": self.nonce})
 
+    async def resync(self) -> None:
+        """After a reconnect: a check for every follower once the subscription is proved."""
+        try:
+            await self.layer.group_send(self.group, {"type": SYNC_TYPE, "nonce": self.resync_nonce})
+        except Exception:
+            log.warning("no marker for %s after a reconnect; checking at once", self.group)
+            self.deliver({"type": CHECK_TYPE})
+
     async def read(self) -> None:
         while True:
             message = await self.layer.receive(self.channel)
             if message.get("type") == SYNC_TYPE:
                 if message.get("nonce") == self.nonce and not self.proof.done():
                     self.proof.set_result(None)
+                elif message.get("nonce") == self.resync_nonce:
+                    self.deliver({"type": CHECK_TYPE})
                 continue
-            for deliver in list(self.followers.values()):
-                try:
-                    deliver(message)
-                except Exception:
-                    log.exception("a follower of %s failed to take a message", self.group)
+            self.deliver(message)
+
+    def deliver(self, message: dict[str, Any]) -> None:
+        for deliver in list(self.followers.values()):
+            try:
+                deliver(message)
+            except Exception:
+                log.exception("a follower of %s failed to take a message", self.group)
 
     async def stop(self) -> None:
         if not self.started.done():
@@ -130,6 +153,20 @@ _feeds: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, Feed]] = 
 _listening: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Future[str]] = (
     weakref.WeakKeyDictionary()
 )
+# Each event loop's watch on its subscriptions' reconnects (held here: redis-py holds
+# it weakly), and the resyncs it has started.
+_watches: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, object] = weakref.WeakKeyDictionary()
+_resyncs: set[asyncio.Task[None]] = set()
+
+
+def _resync_all() -> None:
+    """The loop's subscriptions reconnected: every started feed proves itself and checks."""
+    loop = asyncio.get_running_loop()
+    for feed in list(_feeds.get(loop, {}).values()):
+        if feed.started.done() and feed.started.exception() is None:
+            task = loop.create_task(feed.resync())
+            _resyncs.add(task)
+            task.add_done_callback(_resyncs.discard)
 
 
 async def _keep_listening(layer: Any) -> None:
@@ -146,6 +183,7 @@ async def _keep_listening(layer: Any) -> None:
         standing = _listening[loop] = loop.create_future()
         try:
             standing.set_result(await channels_redis.subscribe_standing_channel(layer))
+            _watches[loop] = channels_redis.watch_reconnects(layer, _resync_all)
         except BaseException as exc:
             del _listening[loop]  # the next feed tries again
             if isinstance(exc, asyncio.CancelledError):

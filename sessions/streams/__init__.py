@@ -121,7 +121,7 @@ class LogTail:
             yield self.frame(message)
 
 
-CHECK_MESSAGE: StreamCheckMessage = {"type": "stream.check"}
+CHECK_MESSAGE: StreamCheckMessage = {"type": fanout.CHECK_TYPE}
 
 
 def admit_parked(

@@ -8,6 +8,7 @@ A real primary, replica and three sentinels on loopback ports of the test's own.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 import uuid
 from collections.abc import Coroutine, Iterator
@@ -61,15 +62,27 @@ class LayerListener:
         threading.Thread(target=self.loop.run_forever, daemon=True).start()
         self.layer = RedisPubSubChannelLayer(hosts=[host], prefix=f"{prefix}-ws")
         self.channel = ""
+        self.group = ""
+        self.queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+        self.reader: asyncio.Task[None] | None = None
 
     def run(self, coroutine: Coroutine[Any, Any, T], timeout: float = 30) -> T:
         return asyncio.run_coroutine_threadsafe(coroutine, self.loop).result(timeout)
 
     def join(self, group: str) -> None:
+        """Subscribe to ``group``; its messages gather in a queue, read by one task that is
+        never cancelled (a cancelled ``receive`` drops the channel's subscription)."""
+
         async def join() -> None:
             self.channel = await self.layer.new_channel()
             await self.layer.group_add(group, self.channel)
+            self.reader = asyncio.create_task(read())
 
+        async def read() -> None:
+            while True:
+                self.queue.put_nowait(await self.layer.receive(self.channel))
+
+        self.group = group
         self.run(join())
 
     def job_done(self, job_id: str, timeout: float = 30) -> dict[str, Any]:
@@ -77,14 +90,36 @@ class LayerListener:
 
         async def wait() -> dict[str, Any]:
             while True:
-                message: dict[str, Any] = await self.layer.receive(self.channel)
+                message = await self.queue.get()
                 job = message.get("job", {})
                 if job.get("job_id") == job_id and job.get("status") == Job.Status.DONE:
                     return message
 
         return self.run(asyncio.wait_for(wait(), timeout), timeout + 1)
 
+    def resubscribed(self, timeout: float = 30) -> None:
+        """Wait until a message sent to the group comes back: the subscription made before
+        a failover is live on the new primary (what was published in between is gone)."""
+
+        async def probe() -> None:
+            while True:
+                nonce = uuid.uuid4().hex
+                try:
+                    await self.layer.group_send(self.group, {"type": "probe", "nonce": nonce})
+                except redis.RedisError:
+                    await asyncio.sleep(0.2)  # not switched over yet
+                    continue
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(1):
+                        while (await self.queue.get()).get("nonce") != nonce:
+                            pass
+                        return
+
+        self.run(asyncio.wait_for(probe(), timeout), timeout + 1)
+
     def close(self) -> None:
+        if self.reader is not None:
+            self.loop.call_soon_threadsafe(self.reader.cancel)
         self.run(self.layer.flush())
         self.loop.call_soon_threadsafe(self.loop.stop)
 
@@ -156,6 +191,7 @@ def test_jobs_and_live_updates_follow_a_sentinel_failover(
 
         cluster.kill_primary()
         wait_until(lambda: cluster.master_port() == cluster.replica_port, timeout=30)
+        listener.resubscribed()
 
         # The web server, which never restarted, takes new work; a worker runs it; the
         # listener's subscription, made before the failover, hears it end.

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import ast
+import asyncio
 import uuid
+from pathlib import Path
 
 import redis
 from channels_redis.pubsub import RedisPubSubChannelLayer, RedisPubSubLoopLayer
@@ -11,6 +13,7 @@ from django.conf import settings
 
 from agentsite.compat import channels_redis
 from tests.compat.internals import method, module_tree
+from tests.servers import OwnRedis
 
 
 def test_the_group_channel_is_the_layers_own_name_for_it() -> None:
@@ -62,3 +65,31 @@ async def test_a_standing_channel_is_a_new_channel_of_the_layer() -> None:
         assert channel.startswith("compat") and "standing." in channel
     finally:
         await layer.flush()
+
+
+async def test_a_reconnect_of_the_subscription_is_reported_and_it_receives_again(
+    tmp_path: Path,
+) -> None:
+    """``watch_reconnects``: redis-py re-subscribes after the drop and then tells us."""
+    server = OwnRedis(tmp_path)
+    server.start()
+    layer = RedisPubSubChannelLayer(hosts=[server.url], prefix="compat")
+    reconnected = asyncio.Event()
+    try:
+        channel = await channels_redis.subscribe_standing_channel(layer)
+        watch = channels_redis.watch_reconnects(layer, reconnected.set)
+        assert watch is not None
+        server.kill()
+        await asyncio.sleep(0.5)
+        assert not reconnected.is_set()
+        server.start()  # empty: only the re-subscription brings the channel back
+        await asyncio.wait_for(reconnected.wait(), 30)
+        await layer.send(channel, {"type": "after.reconnect"})
+        assert await asyncio.wait_for(layer.receive(channel), 10) == {"type": "after.reconnect"}
+    finally:
+        await layer.flush()
+        server.kill()
+
+
+def test_a_layer_other_than_the_pub_sub_one_is_not_watched() -> None:
+    assert channels_redis.watch_reconnects(object(), lambda: None) is None
