@@ -10,13 +10,19 @@ error on its next command; the outage-riding code (``agentsite.core.workers``,
 the callers' ``RedisError`` handling) waits as for any Redis outage, and the
 next connection reaches whichever replica the sentinels promoted.
 
-``settings.py`` builds its configuration from the pure functions here
-(``sentinels_parse``, ``rq_connection``, ``channel_layer_host``); running code
-asks ``redis_client`` and ``async_redis_client``, which read the settings.
+A primary whose host vanishes without a word (power lost, cut off the network)
+sends no reset. redis-py's own keepalive gives an idle connection up after 45 s;
+a connection that has sent a command and waits for its reply is not idle, and
+would wait out the kernel's retransmissions (some fifteen minutes) before it
+failed and looked again. Every connection made here by TCP carries
+``DEAD_PEER_OPTIONS`` instead, which give a silent peer up in about 10 s either
+way. (RQ's connection by ``REDIS_URL`` keeps redis-py's defaults: django-rq
+passes a URL's connection nothing else.)
 """
 
 from __future__ import annotations
 
+import socket
 from typing import Any
 
 import redis
@@ -28,6 +34,30 @@ from redis.sentinel import Sentinel
 SENTINEL_TIMEOUT_S = 1.0
 
 Sentinels = list[tuple[str, int]]
+
+# TCP keepalive after 5 s without traffic, a probe a second, given up after 5 unanswered;
+# data sent and not acknowledged for 10 s ends the connection too. (Each where the
+# platform has it: all of them on Linux.)
+_DEAD_PEER_TCP = {
+    name: value
+    for name, value in [
+        ("TCP_KEEPIDLE", 5),
+        ("TCP_KEEPINTVL", 1),
+        ("TCP_KEEPCNT", 5),
+        ("TCP_USER_TIMEOUT", 10_000),
+    ]
+    if hasattr(socket, name)
+}
+DEAD_PEER_OPTIONS: dict[str, Any] = {
+    "socket_keepalive": True,
+    "socket_keepalive_options": {getattr(socket, name): v for name, v in _DEAD_PEER_TCP.items()},
+}
+
+
+def dead_peer_options(url: str = "") -> dict[str, Any]:
+    """``DEAD_PEER_OPTIONS`` for a TCP connection (by ``url``, or to a sentinels' primary);
+    nothing for a Unix socket, whose peer cannot vanish unnoticed."""
+    return {} if url.startswith("unix:") else dict(DEAD_PEER_OPTIONS)
 
 
 def sentinels_parse(raw: str) -> tuple[Sentinels, str | None]:
@@ -70,16 +100,18 @@ def rq_connection(
         "PASSWORD": password or None,
         "DB": db,
         "SENTINEL_KWARGS": _sentinel_kwargs(sentinel_password),
+        "CONNECTION_KWARGS": dead_peer_options(),
     }
 
 
 def channel_layer_host(
     *, url: str, sentinels: Sentinels, master: str, sentinel_password: str, password: str, db: int
-) -> str | dict[str, Any]:
+) -> dict[str, Any]:
     """The one entry of channels_redis's ``hosts`` (its sentinel form when there are sentinels)."""
     if not sentinels:
-        return url
+        return {"address": url, **dead_peer_options(url)}
     host: dict[str, Any] = {
+        **dead_peer_options(),
         "sentinels": sentinels,
         "master_name": master,
         "sentinel_kwargs": _sentinel_kwargs(sentinel_password),
@@ -102,7 +134,7 @@ def sentinel_configured() -> bool:
 
 def _master_options(**kwargs: Any) -> dict[str, Any]:
     settings = _settings()
-    options: dict[str, Any] = {"db": settings.REDIS_DB, **kwargs}
+    options: dict[str, Any] = {"db": settings.REDIS_DB, **dead_peer_options(), **kwargs}
     if settings.REDIS_PASSWORD:
         options["password"] = settings.REDIS_PASSWORD
     return options
@@ -112,7 +144,9 @@ def redis_client(**kwargs: Any) -> redis.Redis:
     """A client of the current primary; ``kwargs`` as ``redis.Redis`` takes them (timeouts)."""
     settings = _settings()
     if not settings.REDIS_SENTINELS:
-        return redis.Redis.from_url(settings.REDIS_URL, **kwargs)
+        return redis.Redis.from_url(
+            settings.REDIS_URL, **{**dead_peer_options(settings.REDIS_URL), **kwargs}
+        )
     sentinel = Sentinel(
         settings.REDIS_SENTINELS,
         sentinel_kwargs=_sentinel_kwargs(settings.REDIS_SENTINEL_PASSWORD),
@@ -126,7 +160,9 @@ def async_redis_client(**kwargs: Any) -> redis.asyncio.Redis:
     """``redis_client`` for asyncio code."""
     settings = _settings()
     if not settings.REDIS_SENTINELS:
-        return redis.asyncio.Redis.from_url(settings.REDIS_URL, **kwargs)
+        return redis.asyncio.Redis.from_url(
+            settings.REDIS_URL, **{**dead_peer_options(settings.REDIS_URL), **kwargs}
+        )
     sentinel = AsyncSentinel(
         settings.REDIS_SENTINELS,
         sentinel_kwargs=_sentinel_kwargs(settings.REDIS_SENTINEL_PASSWORD),
@@ -136,7 +172,7 @@ def async_redis_client(**kwargs: Any) -> redis.asyncio.Redis:
     return client
 
 
-def settings_channel_layer_host() -> str | dict[str, Any]:
+def settings_channel_layer_host() -> dict[str, Any]:
     """``channel_layer_host`` of the running settings."""
     settings = _settings()
     return channel_layer_host(
