@@ -87,10 +87,10 @@ REDIS_FOLLOW_S = 15
 @pytest.fixture(scope="session")
 def hosts() -> Iterator[HostProcesses]:
     """The namespaces and what runs in them; all of it gone afterwards, whatever happened."""
-    scratch_clear()
-    network_build()
     running = HostProcesses(logs=ARTIFACTS / "hosts")
     try:
+        scratch_clear()
+        network_build()
         assert default_routes() == []
         yield running
     finally:
