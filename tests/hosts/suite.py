@@ -101,9 +101,10 @@ def hosts() -> Iterator[HostProcesses]:
 
 @pytest.fixture(scope="session")
 def backends(hosts: HostProcesses) -> Iterator[RedisTrio]:
-    pg_host = ("pg", HOSTS["pg"])
+    """PostgreSQL on the pg host (pytest-django creates the test database there) and
+    the Redis hosts."""
     postgres = OwnPostgres(
-        scratch("pg"), host=pg_host[1], port=5432, run_in=tuple(in_namespace(pg_host[0], []))
+        scratch("pg"), host=HOSTS["pg"], port=5432, run_in=tuple(in_namespace("pg", []))
     )
     try:
         postgres.create()
