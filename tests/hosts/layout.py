@@ -199,7 +199,8 @@ class Layout:
         return {**subprocess_env(), **APP_ENV, "PYTHONPATH": str(BASE_DIR)}
 
     def start_web(self, host: str) -> None:
-        argv = [sys.executable, "-m", "daphne", "--proxy-headers"]
+        # Its access log (in its own log) names each client as daphne saw it.
+        argv = [sys.executable, "-m", "daphne", "--proxy-headers", "--access-log", "-"]
         argv += ["-b", HOSTS[host], "-p", str(WEB_PORT), "agentsite.asgi:application"]
         self.hosts.start(host, f"daphne-{host}", argv, env=self.app_env(), cwd=scratch(host))
 

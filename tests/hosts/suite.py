@@ -56,6 +56,7 @@ from tests.hosts.layout import (
 )
 from tests.hosts.network import (
     HOSTS,
+    RUNNER,
     SUBNET,
     HostProcesses,
     default_routes,
@@ -323,7 +324,17 @@ def polled_until(path: str, headers: dict[str, str], status: str) -> dict[str, A
 
 def test_a_job_and_a_turn_go_round_through_the_proxy(layout: Layout, alice: dict[str, str]) -> None:
     session_id = session_open(alice)
-    job_id = accepted(start_job(PROXY, alice, uuid.uuid4().hex, "noop"), "job_id")
+    started = start_job(PROXY, alice, uuid.uuid4().hex, "noop")
+    job_id = accepted(started, "job_id")
+    # The web host saw the client's address, not the proxy's (X-Forwarded-For).
+    log = f"daphne-{served_by(started.headers)}"
+    wait_until(
+        lambda: any(
+            line.startswith(f"{RUNNER}:") and "POST /api/jobs" in line
+            for line in layout.hosts.log(log).splitlines()
+        ),
+        timeout=10,
+    )
     assert polled_until(f"/api/jobs/{job_id}", alice, "done")["job_id"] == job_id
     result = httpx.get(f"{PROXY}/api/jobs/{job_id}/result", headers=alice, timeout=10)
     assert result.status_code == 200, result.text
