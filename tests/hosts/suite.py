@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import logging
+import shutil
 import sys
 import threading
 import time
@@ -88,6 +89,8 @@ REDIS_FOLLOW_S = 15
 @pytest.fixture(scope="session")
 def hosts() -> Iterator[HostProcesses]:
     """The namespaces and what runs in them; all of it gone afterwards, whatever happened."""
+    # The logs of this run only (they stay for reading after it).
+    shutil.rmtree(ARTIFACTS / "hosts", ignore_errors=True)
     running = HostProcesses(logs=ARTIFACTS / "hosts")
     try:
         scratch_clear()
