@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 
 LOCK := requirements.lock
 
-.PHONY: run test fuzz chaos bench install lock lint migrations-check clean
+.PHONY: run test fuzz chaos hosts bench install lock lint migrations-check clean
 
 # Exactly the versions of requirements.lock, each checked against its hashes; then
 # agentsite itself, with no dependency of its own resolved afresh, built by the
@@ -48,6 +48,11 @@ fuzz: install
 # The scale-out layout under faults, on a PostgreSQL and a Redis of its own (tests/chaos/).
 chaos: install
 	$(PY) -m pytest -p tests.chaos.environment -s tests/chaos/suite.py $(PYTEST_ARGS)
+
+# The production layout on hosts of its own: network namespaces on a private bridge,
+# nginx in front of two web hosts, Redis Sentinel (tests/hosts/; root only).
+hosts: install
+	$(PY) -m pytest -p tests.hosts.environment -s tests/hosts/suite.py $(PYTEST_ARGS)
 
 bench: install
 	$(PY) -m bench.run

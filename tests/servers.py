@@ -63,7 +63,9 @@ def postgres_bin_dir() -> Path | None:
 
 
 class OwnPostgres:
-    """A PostgreSQL cluster on a free loopback port, in a directory of its own, trust auth.
+    """A PostgreSQL cluster in a directory of its own, trust auth: on a free loopback port,
+    or on ``host``:``port`` with its programs run through ``run_in`` (another network
+    namespace's ``ip netns exec …``).
 
     PostgreSQL refuses to run as root; run as root, its programs run as the
     ``postgres`` user (``runuser``), which then owns the directory.
@@ -75,24 +77,32 @@ class OwnPostgres:
         "synchronous_commit=off",
         "full_page_writes=off",
         "max_connections=200",
-        "listen_addresses=127.0.0.1",
     )
 
-    def __init__(self, root: Path) -> None:
+    def __init__(
+        self,
+        root: Path,
+        *,
+        host: str = "127.0.0.1",
+        port: int | None = None,
+        run_in: tuple[str, ...] = (),
+    ) -> None:
         bin_dir = postgres_bin_dir()
         if bin_dir is None:
             raise RuntimeError("PostgreSQL's initdb and pg_ctl were not found")
         self.bin_dir = bin_dir
         self.root = root
         self.data_dir = root / "data"
-        self.port = free_port()
-        self.url = f"postgres://postgres@127.0.0.1:{self.port}/postgres"
+        self.host = host
+        self.port = port or free_port()
+        self.run_in = run_in
+        self.url = f"postgres://postgres@{host}:{self.port}/postgres"
 
     def _run(self, program: str, *args: str) -> None:
         argv = [str(self.bin_dir / program), *args]
         if os.geteuid() == 0:
             argv = ["runuser", "-u", "postgres", "--", *argv]
-        done = subprocess.run(argv, capture_output=True, text=True, check=False)
+        done = subprocess.run([*self.run_in, *argv], capture_output=True, text=True, check=False)
         if done.returncode != 0:
             output = done.stderr or done.stdout
             raise RuntimeError(f"{program} failed ({done.returncode}): {output}")
@@ -113,9 +123,19 @@ class OwnPostgres:
             "--no-sync",
         )
 
+    def trust(self, network: str) -> None:
+        """Let clients of ``network`` (``10.231.0.0/24``) in without a password."""
+        with (self.data_dir / "pg_hba.conf").open("a") as hba:
+            hba.write(f"host all all {network} trust\n")
+
     def start(self) -> None:
         options = " ".join(
-            [f"-p {self.port}", f"-k {self.root}", *(f"-c {s}" for s in self.SETTINGS)]
+            [
+                f"-p {self.port}",
+                f"-k {self.root}",
+                f"-c listen_addresses={self.host}",
+                *(f"-c {s}" for s in self.SETTINGS),
+            ]
         )
         log = str(self.root / "server.log")
         self._run("pg_ctl", "-D", str(self.data_dir), "-l", log, "-o", options, "-w", "start")
