@@ -6,7 +6,9 @@ as a job's callback is). Whenever the log shows an event that may move a task's
 state (a run starting or ending, a request asked or decided, a job's end),
 ``watch`` hands the session to ``a2a_api.notify`` on the ``default`` queue,
 which posts each configured task's new state once, through the webhook
-deliveries (pinned addresses, retries, the delivery log in the admin).
+deliveries (pinned addresses, retries, the delivery log in the admin). Only the
+sessions of tasks with configurations are watched (``sessions.log_watch``): the
+others' events cost A2A nothing.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from agentsite.core.errors import Invalid, NotFound
 from agentsite.core.ids import new_id
 from jobs.live import redis_connection
 from jobs.webhooks import callback_url_check
+from sessions.log_watch import log_watch_settle
 
 CONFIGS_PER_TASK = 10
 # The log events after which a task's state may differ.
@@ -66,6 +69,7 @@ def push_config_set(
         config, _ = PushConfig.objects.update_or_create(
             task=locked, config_id=config_id, defaults=fields
         )
+        _session_watch_settle(locked.session_id)
     return config
 
 
@@ -86,7 +90,19 @@ def push_configs(*, task: AgentTask) -> list[PushConfig]:
 def push_config_delete(*, task: AgentTask, config_id: str) -> None:
     """Remove the configuration; one that is not there (deleted before) is no error: A2A
     asks a delete to be idempotent. The task itself must be there (``task_for``)."""
-    PushConfig.objects.filter(task=task, config_id=config_id).delete()
+    with transaction.atomic():
+        locked = AgentTask.objects.select_for_update().get(pk=task.pk)
+        deleted, _ = PushConfig.objects.filter(task=locked, config_id=config_id).delete()
+        if deleted:
+            _session_watch_settle(locked.session_id)
+
+
+def _session_watch_settle(session_id: str) -> None:
+    """Watch the session's log while a task of it has a configuration."""
+    log_watch_settle(
+        session_id,
+        watched=lambda: PushConfig.objects.filter(task__session_id=session_id).exists(),
+    )
 
 
 def push_headers(config: PushConfig) -> dict[str, str]:
@@ -103,7 +119,12 @@ def moves_state(kind: str, payload: Mapping[str, Any]) -> bool:
 
 
 def watch(session_id: str, kind: str, payload: Mapping[str, Any]) -> None:
-    """The log watcher (``sessions.log_watch``): a pass for the session's configured tasks."""
+    """The log watcher (``sessions.log_watch``), shown the events of the sessions whose
+    tasks have configurations: a pass for them when the task's state may have moved.
+
+    A session stays watched when its configured task goes without its configurations
+    being removed (the admin deletes it): hence the look, which a watched session alone
+    pays."""
     if (
         moves_state(kind, payload)
         and PushConfig.objects.filter(task__session_id=session_id).exists()

@@ -37,12 +37,13 @@ def event_append(
     Bumping ``AgentSession.last_seq`` first takes the row's write lock
     (PostgreSQL) or the database write lock (SQLite, IMMEDIATE transactions),
     so concurrent appenders from any number of processes queue up and each
-    gets the next number: no gap, no duplicate.
+    gets the next number: no gap, no duplicate. The same statement reads whether
+    the session's log is watched (``sessions.log_watch``).
     """
     # No savepoint inside a caller's transaction: a failure here fails that whole
     # transaction (Django marks it for rollback), which is what every caller wants.
     with transaction.atomic(savepoint=False):
-        seq = _seq_next(session_id)
+        seq, watched = _seq_next(session_id)
         event = Event.objects.create(
             session_id=session_id,
             seq=seq,
@@ -51,40 +52,46 @@ def event_append(
             pending=pending,
             run_id=run_id,
         )
-        transaction.on_commit(lambda: event_committed(event))
+        transaction.on_commit(lambda: event_committed(event, watched=watched))
     return event
 
 
-def event_committed(event: Event) -> None:
+def event_committed(event: Event, *, watched: bool) -> None:
     event_publish(event)
-    log_moved(event.session_id, event.kind, event.payload)
+    if watched:
+        log_moved(event.session_id, event.kind, event.payload)
 
 
-def _seq_next(session_id: str) -> int:
-    """Bump the session's ``last_seq`` and return it: one statement where the database
-    can return what it updated (PostgreSQL, SQLite 3.35+), two elsewhere."""
+def _seq_next(session_id: str) -> tuple[int, bool]:
+    """Bump the session's ``last_seq``; return it and whether the session is watched: one
+    statement where the database can return what it updated (PostgreSQL, SQLite 3.35+),
+    two elsewhere."""
     connection = transaction.get_connection()
     if connection.features.can_return_columns_from_insert:
         meta = AgentSession._meta
         quote = connection.ops.quote_name
         last_seq = quote(meta.get_field("last_seq").column)
+        watched = quote(meta.get_field("watched").column)
         with connection.cursor() as cursor:
             cursor.execute(
                 f"UPDATE {quote(meta.db_table)} SET {last_seq} = {last_seq} + 1,"
                 f" {quote(meta.get_field('updated_at').column)} = %s"
-                f" WHERE {quote(meta.pk.column)} = %s RETURNING {last_seq}",
+                f" WHERE {quote(meta.pk.column)} = %s RETURNING {last_seq}, {watched}",
                 [connection.ops.adapt_datetimefield_value(timezone.now()), session_id],
             )
             row = cursor.fetchone()
         if row is None:
             raise AgentSession.DoesNotExist(f"session {session_id} does not exist")
-        return int(row[0])
+        return int(row[0]), bool(row[1])
     bumped = AgentSession.objects.filter(pk=session_id).update(
         last_seq=F("last_seq") + 1, updated_at=timezone.now()
     )
     if bumped != 1:
         raise AgentSession.DoesNotExist(f"session {session_id} does not exist")
-    return AgentSession.objects.filter(pk=session_id).values_list("last_seq", flat=True).get()
+    seq, is_watched = (
+        AgentSession.objects.filter(pk=session_id).values_list("last_seq", "watched").get()
+    )
+    return int(seq), bool(is_watched)
 
 
 def event_message(event: Event) -> SessionEventMessage:

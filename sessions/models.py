@@ -35,6 +35,10 @@ class AgentSession(models.Model):
     allowed_tools = models.JSONField(default=list, blank=True, editable=False)
     # How many of its requests for approval and questions wait for the owner.
     pending_approvals = models.PositiveIntegerField(default=0, editable=False)
+    # Whether an app above sessions watches its log (sessions.log_watch: A2A, while a
+    # task of the session has push notification configurations). Read where each event
+    # takes its seq, so the events of a session nobody watches cost the watchers nothing.
+    watched = models.BooleanField(default=False, editable=False)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
     deleted_at = models.DateTimeField(null=True, blank=True, editable=False)

@@ -65,15 +65,46 @@ RUN_TURN = "sessions.tasks.run_turn"
 
 @dataclass(frozen=True)
 class Claim:
-    """What a worker gets when it starts a run: the run and its batch, in order."""
+    """What a worker gets when it starts a run: the run, its batch in order, and its
+    session (with its owner) as the claim's lock read it."""
 
     run: Run
     batch: list[Event]
+    session: AgentSession
+
+
+@dataclass(frozen=True)
+class LiveRuns:
+    """A session's queued run (the newest, if a handed-back one waits too) and whether
+    one of its runs is running: what the router decides on."""
+
+    queued: Run | None
+    running: bool
 
 
 def session_lock(session_id: str) -> AgentSession:
     """Lock the session row for the rest of the current transaction."""
     return AgentSession.objects.select_for_update().get(pk=session_id)
+
+
+def _run_session_lock(run_id: str, *, owner: bool = False) -> Run | None:
+    """The run with its session (``run.session``, and its owner when asked), the session's
+    row locked for the rest of the current transaction, in one statement: the lock is
+    taken through the run rather than after reading the run's session id."""
+    related = "session__owner" if owner else "session"
+    locked = Run.objects.select_related(related).select_for_update(of=("session",))
+    return get_or_none(locked.filter(pk=run_id))
+
+
+def _live_runs(session_id: str) -> LiveRuns:
+    """The session's live runs, in one query (a session has very few)."""
+    live = list(Run.objects.filter(session_id=session_id, status__in=ACTIVE))
+    queued = [run for run in live if run.status == Run.Status.QUEUED]
+    return LiveRuns(
+        # As ``Run``'s ordering (newest first) would pick it.
+        queued=max(queued, key=lambda run: run.created_at) if queued else None,
+        running=any(run.status == Run.Status.RUNNING for run in live),
+    )
 
 
 def run_enqueue(run_id: str, *, at_front: bool = False) -> None:
@@ -116,25 +147,27 @@ def run_route_locked(session: AgentSession, *, pending: bool | None = None) -> R
 
     ``pending=True`` when the caller has just appended a pending event (one query less).
     """
-    queued = Run.objects.filter(session_id=session.pk, status=Run.Status.QUEUED).first()
-    if queued is not None:
-        return queued
-    return _route_unqueued(session, pending=pending)
+    live = _live_runs(session.pk)
+    if live.queued is not None:
+        return live.queued
+    return _route_unqueued(session, running=live.running, pending=pending)
 
 
-def _route_unqueued(session: AgentSession, *, pending: bool | None = None) -> Run | None:
-    """``run_route`` once the session is locked and known to have no queued run."""
+def _route_unqueued(
+    session: AgentSession, *, running: bool, pending: bool | None = None
+) -> Run | None:
+    """``run_route`` once the session is locked and known to have no queued run
+    (``running``: whether one of its runs is running)."""
     session_id = session.pk
     if session.deleted_at is not None:
         return None
     if pending is None:
         pending = Event.objects.filter(session_id=session_id, pending=True).exists()
     if not pending:
-        running = Run.objects.filter(session_id=session_id, status=Run.Status.RUNNING).exists()
         _set_state(session, AgentSession.State.RUNNING if running else AgentSession.State.IDLE)
         return None
     run = Run.objects.create(session_id=session_id, owner_id=session.owner_id)
-    if not Run.objects.filter(session_id=session_id, status=Run.Status.RUNNING).exists():
+    if not running:
         _enqueue_on_commit(run.id)
     _set_state(session, AgentSession.State.RUNNING)
     return run
@@ -149,54 +182,57 @@ def run_start(*, run_id: str) -> Claim | None:
     run hands this one to RQ again when it ends).
     """
     with transaction.atomic():
-        run = get_or_none(Run.objects.filter(pk=run_id))
-        if run is None:
+        run = _run_session_lock(run_id, owner=True)
+        # The run's row is read as the lock found it, not locked: only an ended run,
+        # which stays ended, is refused here; the claim below is the compare-and-set.
+        if run is None or run.status in Run.TERMINAL:
             return None
         session_id = run.session_id
-        session_lock(session_id)
-        if Run.objects.filter(session_id=session_id, status=Run.Status.RUNNING).exists():
-            return None
-        now = timezone.now()
-        # The heartbeat on the database's clock: the reaper on another host judges it by it.
-        started = Run.objects.filter(pk=run_id, status=Run.Status.QUEUED).update(
-            status=Run.Status.RUNNING, started_at=now, heartbeat_at=database_now()
+        live = list(
+            Run.objects.filter(session_id=session_id, status__in=ACTIVE).values_list("id", "status")
         )
-        if started != 1:
+        if any(status == Run.Status.RUNNING for _, status in live):
             return None
-        run.status, run.started_at, run.heartbeat_at = Run.Status.RUNNING, now, now
+        # Another queued run exists only beside a handed-back run; the events that
+        # arrived meanwhile were promised to that one.
+        others_queued = any(rid != run_id for rid, _ in live)
         # A handed-back run takes its own batch again (it has a batch size from its
         # first start, and the session lock keeps that current); a fresh run has none.
         own = []
         if run.batch_size:
             own = list(Event.objects.filter(consumed_by_id=run_id).order_by("seq"))
-        batch = own + _claim_pending(session_id=session_id, run_id=run_id)
+        batch = own + ([] if others_queued else _pending_locked(session_id=session_id))
+        now = timezone.now()
+        run.batch_size = len(batch)
+        run.start_seq = batch[0].seq - 1 if batch else 0
+        run.client_tools = client_tools_of(batch)
+        # The claim: one compare-and-set, the heartbeat on the database's clock (the
+        # reaper on another host judges it by it).
+        started = Run.objects.filter(pk=run_id, status=Run.Status.QUEUED).update(
+            status=Run.Status.RUNNING,
+            started_at=now,
+            heartbeat_at=database_now(),
+            batch_size=run.batch_size,
+            start_seq=run.start_seq,
+            client_tools=run.client_tools,
+        )
+        if started != 1:
+            return None
+        run.status, run.started_at, run.heartbeat_at = Run.Status.RUNNING, now, now
         Event.objects.filter(pk__in=[e.pk for e in batch if e.pending]).update(
             pending=False, consumed_by_id=run_id
         )
         for event in batch:
             event.pending, event.consumed_by_id = False, run_id
-        run.batch_size = len(batch)
-        run.start_seq = batch[0].seq - 1 if batch else 0
-        run.client_tools = client_tools_of(batch)
-        Run.objects.filter(pk=run_id).update(
-            batch_size=run.batch_size, start_seq=run.start_seq, client_tools=run.client_tools
-        )
         claimed: RunStartedPayload = {"run_id": run_id, "batch_size": len(batch)}
         event_append(
             session_id=session_id, kind=Event.Kind.RUN_STARTED, payload=claimed, run_id=run_id
         )
-    return Claim(run=run, batch=batch)
+    return Claim(run=run, batch=batch, session=run.session)
 
 
-def _claim_pending(*, session_id: str, run_id: str) -> list[Event]:
-    """The pending events ``run_id`` takes: all of them, unless another run is queued.
-
-    Another queued run exists only beside a handed-back run; the events that
-    arrived meanwhile were promised to that one.
-    """
-    others = Run.objects.filter(session_id=session_id, status=Run.Status.QUEUED).exclude(pk=run_id)
-    if others.exists():
-        return []
+def _pending_locked(*, session_id: str) -> list[Event]:
+    """The session's pending events, in order, their rows locked."""
     pending = (
         Event.objects.select_for_update()
         .filter(session_id=session_id, pending=True)
@@ -217,10 +253,10 @@ def run_hand_back(*, run_id: str, reason: str) -> bool:
     hands the run to RQ once its own RQ job is closed.
     """
     with transaction.atomic():
-        session_id = get_or_none(Run.objects.filter(pk=run_id).values_list("session_id", flat=True))
-        if session_id is None:
+        run = _run_session_lock(run_id)
+        if run is None:
             return False
-        session_lock(session_id)
+        session_id = run.session_id
         moved = Run.objects.filter(
             pk=run_id, status=Run.Status.RUNNING, cancel_requested_at__isnull=True
         ).update(status=Run.Status.QUEUED, started_at=None, heartbeat_at=None, first_token_at=None)
@@ -275,10 +311,10 @@ def _finish(
     error: ErrorPayload | None = None,
 ) -> bool:
     with transaction.atomic():
-        session_id = get_or_none(Run.objects.filter(pk=run_id).values_list("session_id", flat=True))
-        if session_id is None:
+        run = _run_session_lock(run_id)
+        if run is None:
             return False
-        session = session_lock(session_id)
+        session, session_id = run.session, run.session_id
         fields: dict[str, Any] = {"status": status, "finished_at": timezone.now()}
         if usage is not None:
             fields["usage"] = usage
@@ -301,16 +337,16 @@ def _finish(
 def _after_run(*, session: AgentSession, ended_status: str) -> None:
     """Route what waited behind the run that just ended (inside its transaction, with
     the session locked)."""
-    queued = Run.objects.filter(session_id=session.pk, status=Run.Status.QUEUED).first()
-    if queued is not None:
-        _enqueue_on_commit(queued.id)
+    live = _live_runs(session.pk)
+    if live.queued is not None:
+        _enqueue_on_commit(live.queued.id)
         return
     if ended_status == Run.Status.CANCELLED:
         # Interrupted: whatever is still pending waits for the next trigger.
-        running = Run.objects.filter(session_id=session.pk, status=Run.Status.RUNNING).exists()
-        _set_state(session, AgentSession.State.RUNNING if running else AgentSession.State.IDLE)
+        state = AgentSession.State.RUNNING if live.running else AgentSession.State.IDLE
+        _set_state(session, state)
         return
-    _route_unqueued(session)
+    _route_unqueued(session, running=live.running)
 
 
 def run_complete(*, run_id: str, usage: dict[str, Any]) -> bool:

@@ -77,7 +77,8 @@ def _db_call(fn: Callable[..., T], kwargs: dict[str, Any], close_after: bool) ->
 
 
 def _turn_setup(*, claim: Claim) -> tuple[AgentSession, Conversation]:
-    session = AgentSession.objects.select_related("owner").get(pk=claim.run.session_id)
+    """The turn's session (as its claim read it, with its owner) and its conversation."""
+    session = claim.session
     return session, conversation_build(session=session, run=claim.run, batch=claim.batch)
 
 
