@@ -24,6 +24,7 @@ from rq.worker import BaseWorker
 
 from accounts.models import ApiToken
 from sessions.worker import TURN_WORKER_ARGS
+from tests.servers import OwnRedis
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 # Per test database, and per pytest-xdist worker ("gw0", ...) when there are several.
@@ -369,3 +370,12 @@ def pytest_collection_modifyitems(session: pytest.Session, config: Any, items: l
     """
     browser_dir = BASE_DIR / "tests" / "browser"
     items.sort(key=lambda item: 0 if browser_dir in Path(str(item.path)).parents else 1)
+
+
+@pytest.fixture
+def own_redis(tmp_path: Path) -> Iterator[OwnRedis]:
+    """A Redis of the test's own, which it may kill and start again (``tests.servers``)."""
+    server = OwnRedis(tmp_path)
+    server.start()
+    yield server
+    server.kill()

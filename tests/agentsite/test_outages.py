@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -26,14 +25,6 @@ from tests.servers import OwnRedis
 from tests.sessions.test_stream_clients import daphne_serve
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-@pytest.fixture
-def own_redis(tmp_path: Path) -> Iterator[OwnRedis]:
-    server = OwnRedis(tmp_path)
-    server.start()
-    yield server
-    server.kill()
 
 
 def headers_for(user: Any) -> dict[str, str]:

@@ -10,8 +10,6 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -25,14 +23,6 @@ from tests.servers import OwnRedis
 from tests.sessions.test_stream_clients import daphne_serve
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-@pytest.fixture
-def own_redis(tmp_path: Path) -> Iterator[OwnRedis]:
-    server = OwnRedis(tmp_path)
-    server.start()
-    yield server
-    server.kill()
 
 
 def event_ids(stream: SessionStream) -> list[str]:

@@ -15,12 +15,12 @@ from websockets.sync.client import connect as websocket_connect
 from websockets.typing import Subprotocol
 
 from tests.agentsite.ops.scrape import Samples, samples_of, value
-from tests.agentsite.test_outages import OwnRedis, headers_for, own_redis, start_job
+from tests.agentsite.test_outages import headers_for, start_job
 from tests.conftest import ARTIFACTS, Processes, wait_for_idle_workers, wait_until
+from tests.servers import OwnRedis
 from tests.sessions.test_stream_clients import daphne_serve
 
 pytestmark = pytest.mark.django_db(transaction=True)
-__all__ = ["own_redis"]  # the fixture, used by name
 
 
 def scrape(base: str, headers: dict[str, str]) -> Samples:
