@@ -23,6 +23,7 @@ from agentsite.core.embedded_redis import (
     wait_for_redis,
 )
 from agentsite.core.private_files import private_dir
+from agentsite.core.workers import RidesOutRedis
 
 
 @pytest.fixture
@@ -52,13 +53,18 @@ def test_it_listens_on_a_private_socket_and_no_port(private_redis: tuple[str, Pa
     assert stat.S_IMODE(socket_path.parent.stat().st_mode) == 0o700
 
 
+class InProcessWorker(RidesOutRedis, SimpleWorker):
+    """agentsite's worker base on RQ's worker without a fork."""
+
+
 def test_rq_runs_a_job_through_it(private_redis: tuple[str, Path]) -> None:
     url, _ = private_redis
     connection = redis.Redis.from_url(url)
     queue = Queue("tools", connection=connection)
     job = queue.enqueue("builtins.len", "four")
 
-    SimpleWorker([queue], connection=connection).work(burst=True)
+    # The workers' own base: plain RQ's stop may wait up to 60 s for its command listener.
+    InProcessWorker([queue], connection=connection).work(burst=True)
 
     assert job.return_value() == 4
 
