@@ -180,14 +180,24 @@ def copy_workspace(workspace: Path, destination: Path, hidden: list[Path]) -> No
     def left_out(directory: str, names: list[str]) -> set[str]:
         def special(name: str) -> bool:
             path = os.path.join(directory, name)
-            mode = os.lstat(path).st_mode
+            try:
+                mode = os.lstat(path).st_mode
+            except FileNotFoundError:
+                return True
             if Path(path).resolve() in hidden:
                 return True
             return not (stat.S_ISDIR(mode) or stat.S_ISREG(mode) or stat.S_ISLNK(mode))
 
         return {name for name in names if special(name)}
 
-    shutil.copytree(workspace, destination, symlinks=True, ignore=left_out)
+    try:
+        shutil.copytree(workspace, destination, symlinks=True, ignore=left_out)
+    except shutil.Error as error:
+        # The workspace is live: what was removed while it was being copied is simply
+        # not in the copy; any other failure still fails the run.
+        lasting = [failure for failure in error.args[0] if os.path.lexists(failure[0])]
+        if lasting:
+            raise shutil.Error(lasting) from error
 
 
 def give_to(user: tuple[int, int], top: Path) -> None:
