@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 
 LOCK := requirements.lock
 
-.PHONY: run test fuzz chaos hosts bench install lock lint migrations-check clean
+.PHONY: run test fuzz a2a-tck chaos hosts bench install lock lint migrations-check clean
 
 # Exactly the versions of requirements.lock, each checked against its hashes; then
 # agentsite itself, with no dependency of its own resolved afresh, built by the
@@ -45,6 +45,11 @@ test: install
 fuzz: install
 	$(PY) -m pytest tests/fuzz -m fuzz -s $(PYTEST_ARGS)
 
+# The official A2A compatibility kit (vendor/a2a-tck) against a live agentsite, both
+# bindings, in a virtualenv of its own (.venv-tck) from tests/a2a/tck/requirements.txt.
+a2a-tck: install
+	$(PY) -m pytest -m conformance tests/a2a/test_compatibility_kit.py $(PYTEST_ARGS)
+
 # The scale-out layout under faults, on a PostgreSQL and a Redis of its own (tests/chaos/).
 chaos: install
 	$(PY) -m pytest -p tests.chaos.environment -s tests/chaos/suite.py $(PYTEST_ARGS)
@@ -65,4 +70,4 @@ lint: install
 	$(PY) manage.py makemigrations --check --dry-run
 
 clean:
-	rm -rf $(VENV) .agentsite db.sqlite3* tests/a2a/js/node_modules
+	rm -rf $(VENV) .venv-tck .agentsite db.sqlite3* tests/a2a/js/node_modules
