@@ -41,11 +41,17 @@ async def open_follower(web: str, session_id: str, raw_token: str, after: str) -
     return await connect(url, subprotocols=protocols, max_size=None, open_timeout=WAIT_S)
 
 
-async def events_until(ws: ClientConnection, last_seq: int) -> list[dict[str, Any]]:
-    """Event frames up to ``last_seq``, and any reply frames, in the order received."""
+async def events_until(
+    ws: ClientConnection, last_seq: int, reply: dict[str, Any] | None = None
+) -> list[dict[str, Any]]:
+    """Event frames up to ``last_seq``, and any reply frames, in the order received;
+    also up to ``reply`` when one is awaited (the consumer answers a ping on its own
+    time, so its pong may come after the events appended meanwhile)."""
     received: list[dict[str, Any]] = []
     async with asyncio.timeout(WAIT_S):
-        while not any(f.get("seq") == last_seq for f in received):
+        while not any(f.get("seq") == last_seq for f in received) or (
+            reply is not None and reply not in received
+        ):
             received.append(json.loads(await ws.recv()))
     return received
 
@@ -75,7 +81,10 @@ async def test_every_follower_gets_each_event_once_in_order_and_intact(web: str,
         late = await stack.enter_async_context(
             await open_follower(web, session.id, raw_token, token_at(session, 4))
         )
-        received = await asyncio.gather(*(events_until(ws, last) for ws in [*followers, late]))
+        received = await asyncio.gather(
+            events_until(pinging, last, reply={"type": "pong"}),
+            *(events_until(ws, last) for ws in [*followers[1:], late]),
+        )
 
     for frames in received[:-1]:
         events = [f for f in frames if "seq" in f]
