@@ -68,6 +68,7 @@ from bench.support import (
     cpu_ticks,
     daphne_start,
     live_children_ticks,
+    load_average,
     machine_ticks,
     parents,
     percentile,
@@ -556,10 +557,6 @@ def pair(values: list[float]) -> str:
     return f"{ms(values, 0.5):>7} {ms(values, 0.95):>7}"
 
 
-def load_now() -> str:
-    return Path("/proc/loadavg").read_text().split(" ", 3)[0]
-
-
 def print_turns(users: int, mixed: Step, alone: dict[str, Step], box: str) -> bool:
     """One row a path; the ratios to the sessions API's; whether the target was met."""
     for path in PATHS:
@@ -742,7 +739,7 @@ def main() -> int:
         f" {cfg.step_s:g} s a step, then {cfg.cpu_step_s:g} s a path alone; resubscribes for"
         f" {cfg.resubscribe_s:g} s, streams held {cfg.hold_s[0]:g}-{cfg.hold_s[1]:g} s;"
         f" 1 daphne, 1 turn worker, {cfg.tool_workers} tool workers; {database};"
-        f" load average {load_now()} at the start; logs in {scratch}",
+        f" load average {load_average()} at the start; logs in {scratch}",
         flush=True,
     )
     turn_worker = process_start([manage, *TURN_WORKER_ARGS], log=scratch / "worker-turns.log")
@@ -775,7 +772,7 @@ def main() -> int:
             "tools": [p.pid for p in tool_workers],
         }
         passed &= asyncio.run(resubscribe_phase(base, tokens, cfg, roles))
-        print(f"\nload average {load_now()} at the end")
+        print(f"\nload average {load_average()} at the end")
     finally:
         processes_stop(owned)
     return 0 if passed else 1

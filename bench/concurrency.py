@@ -45,8 +45,8 @@ from bench.support import (
     percentile,
     process_start,
     processes_stop,
+    rss_mib,
     scratch_environment,
-    status_figure,
 )
 
 LEVELS = [int(n) for n in os.environ.get("BENCH_USERS", "1,10,50,100,200").split(",")]
@@ -59,10 +59,6 @@ REPLY_TIMEOUT_S = 60.0
 # More turn workers than make run's one: only to see where a level's limit lies
 # (the RSS and CPU columns then describe the first worker).
 TURN_WORKERS = int(os.environ.get("BENCH_TURN_WORKERS", "1"))
-
-
-def rss_mb(pid: int) -> float:
-    return status_figure(pid, "VmRSS") / 1024
 
 
 class Stack:
@@ -203,7 +199,7 @@ class User:
 
 async def sample_rss(pid: int, level: Level, stop: asyncio.Event) -> None:
     while not stop.is_set():
-        level.rss_peak = max(level.rss_peak, rss_mb(pid))
+        level.rss_peak = max(level.rss_peak, rss_mib(pid))
         await asyncio.sleep(0.5)
 
 
@@ -302,7 +298,7 @@ def measure(
 ) -> tuple[list[Level], float]:
     with Stack(scratch, concurrent_turns=concurrent) as stack:
         asyncio.run(run_level(stack, tokens, 1))  # warm-up: imports, connections, first queries
-        idle = rss_mb(stack.turn_worker.pid)
+        idle = rss_mib(stack.turn_worker.pid)
         results = []
         for users in levels:
             results.append(asyncio.run(run_level(stack, tokens, users)))

@@ -64,12 +64,12 @@ from bench.support import (
     BASE_DIR,
     TICKS_PER_S,
     api_tokens,
-    cpu_ticks,
-    parents,
+    outbound,
     percentile,
     processes_stop,
-    pss_mib,
     scratch_environment,
+    tree_pss,
+    tree_ticks,
 )
 
 LEVELS = [int(n) for n in os.environ.get("BENCH_USERS", "1,50,200").split(",") if n.strip()]
@@ -160,86 +160,6 @@ def client() -> aiohttp.ClientSession:
     return aiohttp.ClientSession(
         connector=aiohttp.TCPConnector(limit=0), timeout=aiohttp.ClientTimeout(total=None)
     )
-
-
-# --- the processes, from /proc --------------------------------------------------------------
-
-
-def tree(roots: list[int]) -> list[int]:
-    """The roots and every process below them."""
-    table = parents()
-    found, todo = [], list(roots)
-    while todo:
-        pid = todo.pop()
-        found.append(pid)
-        todo += [child for child, parent in table.items() if parent == pid]
-    return found
-
-
-def tree_ticks(roots: list[int]) -> int:
-    """CPU ticks of every process of the tree and of the children they reaped."""
-    total = 0
-    for pid in tree(roots):
-        try:
-            total += sum(cpu_ticks(pid))
-        except OSError:
-            continue  # ended meanwhile: its time is in its parent's cutime
-    return total
-
-
-def tree_pss(roots: list[int]) -> float:
-    total = 0.0
-    for pid in tree(roots):
-        try:
-            total += pss_mib(pid)
-        except OSError:
-            continue
-    return total
-
-
-def socket_inodes(pid: int) -> set[str]:
-    inodes = set()
-    for fd in Path(f"/proc/{pid}/fd").iterdir():
-        try:
-            target = os.readlink(fd)
-        except OSError:
-            continue
-        if target.startswith("socket:["):
-            inodes.add(target[8:-1])
-    return inodes
-
-
-def remote_address(hex_address: str) -> str | None:
-    """The remote end of a /proc/net/tcp{,6} row unless it is loopback or unbound."""
-    address = hex_address.split(":")[0]
-    if len(address) == 8:
-        octets = [int(address[i : i + 2], 16) for i in (6, 4, 2, 0)]
-        return None if octets[0] in (0, 127) else ".".join(map(str, octets))
-    words = [address[i : i + 8] for i in range(0, 32, 8)]
-    if words[:3] in (["00000000"] * 3, ["00000000", "00000000", "FFFF0000"]):
-        last = int(words[3], 16).to_bytes(4, "little")
-        if words[2] == "00000000" and last in (b"\0\0\0\0", b"\0\0\0\1"):
-            return None  # :: and ::1
-        if words[2] == "FFFF0000" and last[0] in (0, 127):
-            return None
-    return address
-
-
-def outbound(roots: list[int]) -> set[str]:
-    """Remote addresses off loopback of the sockets the tree's processes hold."""
-    inodes: set[str] = set()
-    for pid in tree(roots):
-        try:
-            inodes |= socket_inodes(pid)
-        except OSError:
-            continue
-    found = set()
-    for table in ("/proc/net/tcp", "/proc/net/tcp6", "/proc/net/udp", "/proc/net/udp6"):
-        for row in Path(table).read_text().splitlines()[1:]:
-            fields = row.split()
-            if fields[9] in inodes and (remote := remote_address(fields[2])):
-                found.add(remote)
-    return found
 
 
 # --- the servers ------------------------------------------------------------------------------
