@@ -230,6 +230,26 @@ if _database["ENGINE"] == "django.db.backends.sqlite3":
 else:
     if TEST_DB_NAME != "test":
         _database["TEST"] = {"NAME": f"test_{TEST_DB_NAME}"}
+    # Parameters travel apart from the statement (psycopg's own binding, not Django's
+    # default of quoting them into the statement's text in Python), and a statement a
+    # connection has run AGENTSITE_DB_PREPARE_THRESHOLD times is prepared on the
+    # server: less CPU a statement on both sides (docs/benchmarks.md, "What one turn
+    # costs"). A pooler in transaction mode that cannot keep prepared statements
+    # wants AGENTSITE_DB_PREPARE_THRESHOLD=off.
+    _prepare = env_str("AGENTSITE_DB_PREPARE_THRESHOLD", "5").lower()
+    if _prepare != "off" and not _prepare.isdigit():
+        CONFIG_ERRORS.append(
+            (
+                "AGENTSITE_DB_PREPARE_THRESHOLD",
+                "AGENTSITE_DB_PREPARE_THRESHOLD must be a whole number of executions or 'off'.",
+            )
+        )
+        _prepare = "off"
+    _database["OPTIONS"] = {
+        **_database.get("OPTIONS", {}),
+        "server_side_binding": env_bool("AGENTSITE_DB_SERVER_SIDE_BINDING", True),
+        "prepare_threshold": None if _prepare == "off" else int(_prepare),
+    }
     # The web process runs each concurrent request's database work in a thread
     # of its own: without a bound, a burst of requests opens a connection each
     # and runs PostgreSQL out of them ("too many clients"). agentsite/asgi.py
