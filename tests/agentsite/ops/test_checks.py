@@ -45,6 +45,13 @@ def test_the_default_configuration_passes() -> None:
         ({"AGENTSITE_RUN_TESTS_SANDBOX": "sometimes"}, "agentsite.E001"),
         ({"AGENTSITE_RUN_TESTS_WORKSPACE": "scratch"}, "agentsite.E001"),
         ({"AGENTSITE_RUN_TESTS_UID": "0"}, "agentsite.E001"),
+        (
+            {
+                "DATABASE_URL": "postgres://postgres@127.0.0.1:5432/test",
+                "AGENTSITE_DB_PREPARE_THRESHOLD": "sometimes",
+            },
+            "agentsite.E001",
+        ),
         ({"REDIS_SENTINELS": "127.0.0.1:26379,sentinel-b"}, "agentsite.E001"),
         ({"REDIS_SENTINELS": "127.0.0.1:99999", "REDIS_URL": ""}, "agentsite.E001"),
         ({"REDIS_SENTINELS": "127.0.0.1:26379", "REDIS_URL": ""}, "agentsite.E007"),
