@@ -54,6 +54,23 @@ def test_a_partial_result_waits_for_the_database_and_is_kept(user: Any) -> None:
     assert list(JobChunk.objects.filter(job=job).values_list("item", flat=True)) == [{"step": 0}]
 
 
+def test_a_partial_result_waiting_for_the_database_holds_back_no_heartbeat(user: Any) -> None:
+    job = running_job(user)
+    ctx = JobToolContext(job)
+    with database_away_for(4):
+        writer = threading.Thread(target=ctx.partial, args=({"step": 0},), daemon=True)
+        writer.start()
+        time.sleep(0.5)  # the tool waits for the database, in its partial result
+        # What the heartbeat thread does before each beat.
+        started = time.monotonic()
+        ctx.progress_flush()
+        # Before: it waited for the tool's partial result to be written, and the job's
+        # heartbeat with it, for as long as the database was away.
+        assert time.monotonic() - started < 1
+    writer.join(20)
+    assert list(JobChunk.objects.filter(job=job).values_list("item", flat=True)) == [{"step": 0}]
+
+
 def test_progress_while_the_database_is_away_is_written_once_it_is_back(user: Any) -> None:
     job = running_job(user)
     ctx = JobToolContext(job)
