@@ -11,6 +11,7 @@ import warnings
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 import django_rq
 import pytest
@@ -132,6 +133,10 @@ def database_url_for_subprocesses() -> str:
     cfg = connection.settings_dict
     if connection.vendor == "sqlite":
         return f"sqlite:///{cfg['NAME']}"
+    if "," in str(cfg.get("HOST") or ""):
+        # Several hosts (libpq's list): the configured URL, its options included, on
+        # the test database.
+        return urlunsplit(urlsplit(settings.DATABASE_URL)._replace(path=f"/{cfg['NAME']}"))
     user = cfg.get("USER") or ""
     password = f":{cfg['PASSWORD']}" if cfg.get("PASSWORD") else ""
     auth = f"{user}{password}@" if user else ""

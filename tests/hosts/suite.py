@@ -49,8 +49,8 @@ from tests.hosts.layout import (
     PROXY,
     WEB_HOSTS,
     Layout,
+    PostgresPair,
     RedisTrio,
-    scratch,
     scratch_clear,
     served_by,
     web_base,
@@ -58,16 +58,13 @@ from tests.hosts.layout import (
 from tests.hosts.network import (
     HOSTS,
     RUNNER,
-    SUBNET,
     HostProcesses,
     default_routes,
     host_cut,
     host_mend,
-    in_namespace,
     leftovers_remove,
     network_build,
 )
-from tests.servers import OwnPostgres
 from tests.sessions.test_stream_clients import sse_events
 
 if UNAVAILABLE:
@@ -104,31 +101,35 @@ def hosts() -> Iterator[HostProcesses]:
 
 
 @pytest.fixture(scope="session")
-def backends(hosts: HostProcesses) -> Iterator[RedisTrio]:
-    """PostgreSQL on the pg host (pytest-django creates the test database there) and
-    the Redis hosts."""
-    postgres = OwnPostgres(
-        scratch("pg"), host=HOSTS["pg"], port=5432, run_in=tuple(in_namespace("pg", []))
-    )
+def postgres(hosts: HostProcesses) -> Iterator[PostgresPair]:
+    """The primary on pg1 and its synchronous standby on pg2 (pytest-django creates the
+    test database on the primary; the standby has it too)."""
+    pair = PostgresPair()
     try:
-        postgres.create()
-        postgres.trust(SUBNET)
-        postgres.start()
-        trio = RedisTrio(hosts)
-        trio.start()
-        yield trio
+        pair.start()
+        yield pair
     finally:
-        postgres.remove()
+        pair.remove()
+
+
+@pytest.fixture(scope="session")
+def backends(hosts: HostProcesses, postgres: PostgresPair) -> RedisTrio:
+    """The Redis hosts, once PostgreSQL is up."""
+    trio = RedisTrio(hosts)
+    trio.start()
+    return trio
 
 
 @pytest.fixture(scope="session")
 def django_db_setup(backends: RedisTrio, django_db_setup: None) -> None:
-    """pytest-django's test database, created once the pg host is up."""
+    """pytest-django's test database, created once the pg hosts are up."""
 
 
 @pytest.fixture(scope="session")
-def layout(hosts: HostProcesses, backends: RedisTrio, django_db_setup: None) -> Iterator[Layout]:
-    site = Layout(hosts=hosts, redis=backends)
+def layout(
+    hosts: HostProcesses, backends: RedisTrio, postgres: PostgresPair, django_db_setup: None
+) -> Iterator[Layout]:
+    site = Layout(hosts=hosts, redis=backends, postgres=postgres)
     try:
         site.start()
         yield site
@@ -377,7 +378,7 @@ def test_every_host_follows_a_redis_failover(layout: Layout, alice: dict[str, st
     seen: dict[str, float] = {}
     checks: dict[str, Callable[[], bool]] = {
         "web hosts healthy": layout.healthy,
-        "scheduler beating": lambda: scheduler_beat_since(killed_at),
+        "scheduler beating": lambda: scheduler_beat_since(killed_at + layout.worker_offset),
         "job accepted after promotion done": lambda: job_done(after),
         "job accepted during outage done": lambda: job_done(during),
         "turn completed": lambda: Run.objects.filter(
