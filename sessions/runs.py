@@ -35,6 +35,7 @@ from rq.job import Job as RqJob
 
 from agentsite.core.clock import database_now, database_now_plus
 from agentsite.core.queries import get_or_none
+from jobs.alive import alive_among
 from jobs.live import redis_connection
 from sessions.client_tools import client_tools_of
 from sessions.events import event_append
@@ -400,11 +401,15 @@ def runs_reap(*, now: Any = None) -> dict[str, int]:
     session.
     """
     now = now or timezone.now()
-    stale = Run.objects.filter(
-        status=Run.Status.RUNNING, heartbeat_at__lt=database_now_plus(-RUN_STALE_AFTER_S)
-    ).values_list("id", flat=True)
+    stale = list(
+        Run.objects.filter(
+            status=Run.Status.RUNNING, heartbeat_at__lt=database_now_plus(-RUN_STALE_AFTER_S)
+        ).values_list("id", flat=True)
+    )
+    # A turn worker cut off from the database (a failover) still says so in Redis.
+    alive = alive_among("run", stale)
     failed = 0
-    for run_id in list(stale):
+    for run_id in [run_id for run_id in stale if run_id not in alive]:
         failed += run_fail(
             run_id=run_id,
             code="worker_lost",

@@ -158,6 +158,22 @@ def subprocess_env() -> dict[str, str]:
     }
 
 
+def python_elsewhere(code: str, env: dict[str, str]) -> str:
+    """What ``code`` prints, run after ``django.setup()`` in a process of its own with
+    ``env`` (``subprocess_env()``): another host, which reaches the database when this
+    process does not."""
+    done = subprocess.run(
+        [sys.executable, "-c", f"import django\ndjango.setup()\n{code}"],
+        cwd=BASE_DIR,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip()
+
+
 def run_writers(script: str, session_id: str, writers: int, per_writer: int) -> None:
     """Run ``writers`` copies of a Python ``script`` at once, each given the session id,
     its number and ``per_writer``, against the test database; all must exit 0."""

@@ -1,21 +1,29 @@
-"""A running job rides out a database restart: its heartbeat, progress and partial results."""
+"""A running job rides out a database restart or failover: its heartbeat, progress and
+partial results, and it is not declared lost while it is cut off from the database."""
 
 from __future__ import annotations
 
 import threading
 import time
+from datetime import timedelta
 from typing import Any
 
 import pytest
+from django.conf import settings
 from django.db import OperationalError, transaction
+from django.utils import timezone
 
 from agentsite.core.database import through_database_outage
 from jobs import handoff, lifecycle
 from jobs.heartbeat import Heartbeat
 from jobs.models import Job, JobChunk
+from jobs.tasks import lost_jobs_fail
 from jobs.tools.context import JobToolContext
 from tests.agentsite.test_database import database_away_for
-from tests.conftest import wait_until
+from tests.conftest import python_elsewhere, subprocess_env, wait_until
+
+# The scheduler's sweep of lost jobs, run in a process that reaches the database.
+SWEEP = "from jobs.tasks import lost_jobs_fail; print(lost_jobs_fail())"
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -43,6 +51,34 @@ def test_the_heartbeat_beats_again_once_the_database_is_back(user: Any) -> None:
     finally:
         heartbeat.finished.set()
         beats.join(5)
+
+
+def test_a_job_cut_off_from_the_database_is_not_declared_lost_while_it_lives(user: Any) -> None:
+    """A failover: the worker cannot reach the database, the scheduler (on the promoted
+    standby) can, and finds the job's last heartbeat long past."""
+    job = running_job(user)
+    stale = timezone.now() - timedelta(seconds=settings.AGENTSITE_JOB_HEARTBEAT_STALE_S + 5)
+    Job.objects.filter(pk=job.pk).update(heartbeat_at=stale)
+    scheduler = subprocess_env()
+    heartbeat = Heartbeat(JobToolContext(job))
+    with database_away_for(60):
+        heartbeat.start()
+        try:
+            time.sleep(settings.AGENTSITE_JOB_HEARTBEAT_S + 1)  # its beats fail
+            # Before: failed as worker_lost, its tool still running.
+            assert python_elsewhere(SWEEP, scheduler) == "0"
+        finally:
+            heartbeat.finished.set()
+            heartbeat.join(10)
+    assert Job.objects.get(pk=job.pk).status == Job.Status.RUNNING
+
+
+def test_a_job_silent_in_the_database_and_in_redis_is_declared_lost(user: Any) -> None:
+    job = running_job(user)
+    stale = timezone.now() - timedelta(seconds=settings.AGENTSITE_JOB_HEARTBEAT_STALE_S + 5)
+    Job.objects.filter(pk=job.pk).update(heartbeat_at=stale)
+    assert lost_jobs_fail() == 1
+    assert Job.objects.get(pk=job.pk).error_code == "worker_lost"
 
 
 def test_a_partial_result_waits_for_the_database_and_is_kept(user: Any) -> None:
