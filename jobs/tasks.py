@@ -9,12 +9,10 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable
-from datetime import timedelta
 
 from django.conf import settings
 from django.db import connections
 from django.db.models import Q
-from django.utils import timezone
 
 from agentsite.core.clock import database_now_plus
 from agentsite.core.periodic import PeriodicTask
@@ -105,7 +103,7 @@ def waiting_jobs_release() -> int:
 def lost_enqueues_repeat() -> int:
     """Queued jobs handed to RQ a while ago that RQ will not run: Redis no longer knows
     them (it was flushed), or a worker took one off the queue and died before starting it."""
-    before = timezone.now() - timedelta(seconds=REQUEUE_AFTER_S)
+    before = database_now_plus(-REQUEUE_AFTER_S)
     candidates = Job.objects.filter(status=Job.Status.QUEUED, enqueued_at__lt=before)
     count = 0
     for job_id, timeout_s in candidates.values_list("id", "timeout_s")[:100]:

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from datetime import timedelta
 from typing import Any
 
 import django_rq
@@ -393,14 +392,13 @@ def run_request_cancel(*, run_id: str) -> str:
     return "cancelling" if status == Run.Status.RUNNING else status
 
 
-def runs_reap(*, now: Any = None) -> dict[str, int]:
+def runs_reap() -> dict[str, int]:
     """Fail runs whose worker was lost; hand forgotten queued runs to RQ again.
 
     Run by the scheduler. A lost run ends failed with an error event, and its
     session's queued run (if any) is started, so a dead worker never wedges a
     session.
     """
-    now = now or timezone.now()
     stale = list(
         Run.objects.filter(
             status=Run.Status.RUNNING, heartbeat_at__lt=database_now_plus(-RUN_STALE_AFTER_S)
@@ -416,8 +414,10 @@ def runs_reap(*, now: Any = None) -> dict[str, int]:
             message="The worker running this turn stopped responding.",
         )
     requeued = 0
+    # Judged on the database's clock, not the scheduler's host's (the web host that
+    # queued the run wrote created_at; RQ is asked before anything is enqueued again).
     forgotten = Run.objects.filter(
-        status=Run.Status.QUEUED, created_at__lt=now - timedelta(seconds=RUN_REQUEUE_AFTER_S)
+        status=Run.Status.QUEUED, created_at__lt=database_now_plus(-RUN_REQUEUE_AFTER_S)
     ).values_list("id", "session_id")
     for run_id, session_id in list(forgotten):
         if Run.objects.filter(session_id=session_id, status=Run.Status.RUNNING).exists():
