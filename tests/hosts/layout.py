@@ -58,6 +58,7 @@ WORKER_UNITS = dict(zip(("tools", "turns", "scheduler"), ROLES["worker"], strict
 # The worker host's clock runs this far ahead of the others' (libfaketime, where installed).
 WORKER_SKEW_S = 30
 FAKETIME = next(Path("/usr/lib").glob("*/faketime/libfaketimeMT.so.1"), None)
+FAKETIME_SITE = Path(__file__).resolve().with_name("faketime")
 
 
 def web_base(host: str) -> str:
@@ -289,7 +290,14 @@ class Layout:
         """The worker host's clock, WORKER_SKEW_S ahead of the others'."""
         if FAKETIME is None:
             return {}
-        return {"LD_PRELOAD": str(FAKETIME), "FAKETIME": f"+{WORKER_SKEW_S}s"}
+        # The wall clock only, as a host's that is off: its monotonic clock stays true
+        # (tests/hosts/faketime/sitecustomize.py says why, and what that takes).
+        return {
+            "LD_PRELOAD": str(FAKETIME),
+            "FAKETIME": f"+{WORKER_SKEW_S}s",
+            "FAKETIME_DONT_FAKE_MONOTONIC": "1",
+            "PYTHONPATH": f"{FAKETIME_SITE}:{BASE_DIR}",
+        }
 
     def start_web(self, host: str) -> None:
         unit = unit_read(WEB_UNIT)
