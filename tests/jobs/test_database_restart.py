@@ -16,7 +16,7 @@ from django.utils import timezone
 from agentsite.core.database import through_database_outage
 from jobs import handoff, lifecycle
 from jobs.heartbeat import Heartbeat
-from jobs.models import Job, JobChunk
+from jobs.models import Job, JobChunk, JobEvent
 from jobs.tasks import lost_jobs_fail
 from jobs.tools.context import JobToolContext
 from tests.agentsite.test_database import database_away_for
@@ -145,3 +145,35 @@ def test_a_connection_lost_inside_a_transaction_is_not_retried(user: Any) -> Non
     with pytest.raises(OperationalError), transaction.atomic():
         through_database_outage(lost, what="inside a transaction")
     assert calls == [1]
+
+
+def test_a_start_whose_answer_was_lost_is_the_workers_own_when_tried_again(user: Any) -> None:
+    """A failover in the commit of the start: the database has it, the worker never heard."""
+    job = Job.objects.create(owner=user, tool="sleepy", args={}, timeout_s=60)
+    lifecycle.job_start(job_id=job.id, worker_name="worker-a")  # committed, answer lost
+    handoff.job_start_in_worker(job_id=job.id, worker_name="worker-a")  # the try again
+    # Before: refused as already running, so the horse never ran it and the sweep later
+    # failed it as worker_lost, its worker alive.
+    started = handoff.STARTED_BY_WORKER[job.id]
+    assert started is not None and started.status == Job.Status.RUNNING
+    outcome = {"transition": "job_succeed", "kwargs": {"result": {"summary": "slept"}}}
+    handoff.job_finish_in_worker(job_id=job.id, outcome=outcome, horse_status="finished")
+    assert Job.objects.get(pk=job.pk).status == Job.Status.DONE
+
+
+def test_a_job_another_worker_started_is_not_taken(user: Any) -> None:
+    job = Job.objects.create(owner=user, tool="sleepy", args={}, timeout_s=60)
+    lifecycle.job_start(job_id=job.id, worker_name="worker-a")
+    handoff.job_start_in_worker(job_id=job.id, worker_name="worker-b")
+    assert handoff.STARTED_BY_WORKER[job.id] is None
+
+
+def test_an_end_whose_answer_was_lost_is_recorded_once_when_tried_again(user: Any) -> None:
+    job = running_job(user)
+    handoff.STARTED_BY_WORKER[job.id] = job
+    lifecycle.job_succeed(job_id=job.id, result={"summary": "slept"})  # committed, answer lost
+    outcome = {"transition": "job_succeed", "kwargs": {"result": {"summary": "slept"}}}
+    handoff.job_finish_in_worker(job_id=job.id, outcome=outcome, horse_status="finished")
+    job.refresh_from_db()
+    assert (job.status, job.result) == (Job.Status.DONE, {"summary": "slept"})
+    assert JobEvent.objects.filter(job=job, event="job_completed").count() == 1
