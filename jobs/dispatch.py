@@ -45,13 +45,13 @@ import django_rq
 from django.conf import settings
 from django.db import DatabaseError, connections, transaction
 from django.db.models import QuerySet
-from django.utils import timezone
 from redis.exceptions import RedisError
 from rq import Queue, worker_registration
 from rq.exceptions import NoSuchJobError
 from rq.job import Job as RqJob
 from rq.job import JobStatus
 
+from agentsite.core.clock import database_now
 from jobs.live import redis_connection
 from jobs.models import Job
 
@@ -265,14 +265,23 @@ def _first_held(owner_id: int) -> HeldJob | None:
     return cast(HeldJob, rows[0]) if rows else None
 
 
+def _database_now_sql(connection: Any) -> str:
+    """The database's time (``agentsite.core.clock``) as SQL of ``connection``'s dialect."""
+    compiler = Job.objects.none().query.get_compiler(connection=connection)
+    sql, _ = compiler.compile(database_now())
+    return str(sql)
+
+
 def job_hand_over(*, job_id: str, timeout_s: float) -> bool:
-    """Mark a held job handed over and enqueue it once this commits; False if it is not held."""
+    """Mark a held job handed over and enqueue it once this commits; False if it is not held.
+
+    The hand-over is stamped with the database's time, whichever host hands it over:
+    owners take turns by it, and the sweep judges by it whether RQ lost the job.
+    """
     connection = connections[Job.objects.db]
-    now = connection.ops.adapt_datetimefield_value(timezone.now())
+    now = _database_now_sql(connection)
     with connection.cursor() as cursor:
-        cursor.execute(
-            f"UPDATE {_JOB} SET enqueued_at = %s WHERE id = %s AND {_HELD}", [now, job_id]
-        )
+        cursor.execute(f"UPDATE {_JOB} SET enqueued_at = {now} WHERE id = %s AND {_HELD}", [job_id])
         if cursor.rowcount != 1:
             return False
     transaction.on_commit(lambda: rq_enqueue_or_leave(job_id, timeout_s))

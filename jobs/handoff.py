@@ -96,8 +96,14 @@ def job_start_in_worker(*, job_id: str, worker_name: str, timeout_s: float | Non
             job_id=job_id, worker_name=worker_name, timeout_s=timeout_s
         )
     except (JobTransitionError, Job.DoesNotExist) as exc:
-        log.info("job %s not started: %s", job_id, exc)
-        STARTED_BY_WORKER[job_id] = None
+        # Started already, by this very worker: a try whose commit reached the database
+        # and whose answer was lost with it (a failover), made again. The job is ours to
+        # run; refusing it would leave it running with nobody running it.
+        running = Job.objects.filter(id=job_id, status=Job.Status.RUNNING)
+        ours = running.filter(worker_name=worker_name[:200]).first() if worker_name else None
+        STARTED_BY_WORKER[job_id] = ours
+        if STARTED_BY_WORKER[job_id] is None:
+            log.info("job %s not started: %s", job_id, exc)
 
 
 @logged_with("job_id")

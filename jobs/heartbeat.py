@@ -2,8 +2,9 @@
 
 The horse runs the tool in its main thread and this watch beside it, which
 
-- writes ``Job.heartbeat_at`` (the scheduler fails jobs whose heartbeat goes
-  stale: the worker was lost),
+- writes ``Job.heartbeat_at``, and the job's key in Redis that says it is alive
+  (the scheduler fails jobs whose heartbeat goes stale and whose key has expired:
+  the worker was lost; ``jobs.alive``),
 - polls the Redis cancel key and the deadline, so ``ctx.cancelled`` turns true
   within a second,
 - flushes throttled progress, and
@@ -29,6 +30,7 @@ from rq.command import send_stop_job_command
 
 from agentsite.core.database import DATABASE_AWAY
 from jobs import lifecycle
+from jobs.alive import alive_mark
 from jobs.groups import cancel_key
 from jobs.lifecycle import JobTransitionError
 from jobs.live import redis_connection
@@ -55,6 +57,14 @@ class Heartbeat(threading.Thread):
         self.stop_signalled_at: float | None = None
         self.forced = False
         self.beat: threading.Thread | None = None
+        self.alive_due = 0.0
+
+    def alive_mark(self) -> None:
+        """The job's key in Redis (``jobs.alive``), from this thread, which needs no
+        database: so a database outage, or a database write that hangs, does not
+        silence it."""
+        self.alive_due = time.monotonic() + settings.AGENTSITE_JOB_HEARTBEAT_S
+        alive_mark("job", [self.ctx._job_id], settings.AGENTSITE_JOB_HEARTBEAT_STALE_S)
 
     def run(self) -> None:
         first_beat_at = time.monotonic() + settings.AGENTSITE_JOB_HEARTBEAT_S
@@ -66,6 +76,8 @@ class Heartbeat(threading.Thread):
                         target=self.beat_loop, name=f"beat-{self.ctx.job_id}", daemon=True
                     )
                     self.beat.start()
+                if self.beat is not None and time.monotonic() >= self.alive_due:
+                    self.alive_mark()
                 try:
                     self.watch()
                     failing = False

@@ -9,16 +9,15 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable
-from datetime import timedelta
 
 from django.conf import settings
 from django.db import connections
 from django.db.models import Q
-from django.utils import timezone
 
 from agentsite.core.clock import database_now_plus
 from agentsite.core.periodic import PeriodicTask
 from jobs import dispatch, lifecycle, retention, services, webhooks
+from jobs.alive import alive_among
 from jobs.handoff import connections_detach_inherited
 from jobs.heartbeat import stop_horse
 from jobs.lifecycle import JobTransitionError
@@ -58,13 +57,16 @@ def jobs_end_and_stop(job_ids: Iterable[str], end: Callable[[str], object]) -> i
 
 
 def lost_jobs_fail() -> int:
-    """Running jobs whose heartbeat went stale: their worker was killed or hangs."""
+    """Running jobs whose heartbeat went stale and whose key in Redis expired too: their
+    worker was killed or hangs (not merely cut off from the database, ``jobs.alive``)."""
     stale = database_now_plus(-settings.AGENTSITE_JOB_HEARTBEAT_STALE_S)
-    lost = Job.objects.filter(status=Job.Status.RUNNING).filter(
+    silent = Job.objects.filter(status=Job.Status.RUNNING).filter(
         Q(heartbeat_at__lt=stale) | Q(heartbeat_at__isnull=True, started_at__lt=stale)
     )
+    ids = list(silent.values_list("id", flat=True))
+    alive = alive_among("job", ids)
     return jobs_end_and_stop(
-        lost.values_list("id", flat=True),
+        [job_id for job_id in ids if job_id not in alive],
         lambda job_id: lifecycle.job_fail(
             job_id=job_id,
             code="worker_lost",
@@ -101,7 +103,7 @@ def waiting_jobs_release() -> int:
 def lost_enqueues_repeat() -> int:
     """Queued jobs handed to RQ a while ago that RQ will not run: Redis no longer knows
     them (it was flushed), or a worker took one off the queue and died before starting it."""
-    before = timezone.now() - timedelta(seconds=REQUEUE_AFTER_S)
+    before = database_now_plus(-REQUEUE_AFTER_S)
     candidates = Job.objects.filter(status=Job.Status.QUEUED, enqueued_at__lt=before)
     count = 0
     for job_id, timeout_s in candidates.values_list("id", "timeout_s")[:100]:

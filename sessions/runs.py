@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from datetime import timedelta
 from typing import Any
 
 import django_rq
@@ -35,6 +34,7 @@ from rq.job import Job as RqJob
 
 from agentsite.core.clock import database_now, database_now_plus
 from agentsite.core.queries import get_or_none
+from jobs.alive import alive_among
 from jobs.live import redis_connection
 from sessions.client_tools import client_tools_of
 from sessions.events import event_append
@@ -392,27 +392,32 @@ def run_request_cancel(*, run_id: str) -> str:
     return "cancelling" if status == Run.Status.RUNNING else status
 
 
-def runs_reap(*, now: Any = None) -> dict[str, int]:
+def runs_reap() -> dict[str, int]:
     """Fail runs whose worker was lost; hand forgotten queued runs to RQ again.
 
     Run by the scheduler. A lost run ends failed with an error event, and its
     session's queued run (if any) is started, so a dead worker never wedges a
     session.
     """
-    now = now or timezone.now()
-    stale = Run.objects.filter(
-        status=Run.Status.RUNNING, heartbeat_at__lt=database_now_plus(-RUN_STALE_AFTER_S)
-    ).values_list("id", flat=True)
+    stale = list(
+        Run.objects.filter(
+            status=Run.Status.RUNNING, heartbeat_at__lt=database_now_plus(-RUN_STALE_AFTER_S)
+        ).values_list("id", flat=True)
+    )
+    # A turn worker cut off from the database (a failover) still says so in Redis.
+    alive = alive_among("run", stale)
     failed = 0
-    for run_id in list(stale):
+    for run_id in [run_id for run_id in stale if run_id not in alive]:
         failed += run_fail(
             run_id=run_id,
             code="worker_lost",
             message="The worker running this turn stopped responding.",
         )
     requeued = 0
+    # Judged on the database's clock, not the scheduler's host's (the web host that
+    # queued the run wrote created_at; RQ is asked before anything is enqueued again).
     forgotten = Run.objects.filter(
-        status=Run.Status.QUEUED, created_at__lt=now - timedelta(seconds=RUN_REQUEUE_AFTER_S)
+        status=Run.Status.QUEUED, created_at__lt=database_now_plus(-RUN_REQUEUE_AFTER_S)
     ).values_list("id", "session_id")
     for run_id, session_id in list(forgotten):
         if Run.objects.filter(session_id=session_id, status=Run.Status.RUNNING).exists():

@@ -14,7 +14,8 @@ thread) per turn. What cannot wait on the loop goes to two bounded pools:
 
 One watcher serves all the turns: every ``HEARTBEAT_EVERY_S`` one statement
 beats every running run, and every ``CANCEL_POLL_S`` one query finds the runs
-that were interrupted or ended elsewhere.
+that were interrupted or ended elsewhere. Beside it, every running run's key in
+Redis says it is alive (``jobs.alive``) while the database is away.
 
 ``TurnThread`` runs a runtime on a loop in a thread of its own, for the RQ
 worker (``sessions.worker``); ``run_execute`` runs one turn in the calling
@@ -38,12 +39,14 @@ from django.db import connections
 
 from agentsite.core.database import through_database_outage
 from agentsite.core.logcontext import log_context_bind, logged_with
+from jobs.alive import alive_mark
 from jobs.registry import get_tool
 from sessions.conversation import Conversation, conversation_build
 from sessions.loop import HANDED_BACK, Turn
 from sessions.models import AgentSession
 from sessions.runs import (
     HEARTBEAT_EVERY_S,
+    RUN_STALE_AFTER_S,
     Claim,
     run_complete,
     run_fail,
@@ -170,6 +173,22 @@ class TurnRuntime:
 
     async def watch(self) -> None:
         """Beat every running turn's heartbeat; stop the ones interrupted or ended elsewhere."""
+        alive = asyncio.create_task(self.alive_watch())
+        try:
+            await self._watch()
+        finally:
+            alive.cancel()
+
+    async def alive_watch(self) -> None:
+        """Every running turn's key in Redis (``jobs.alive``), beside the heartbeat in the
+        database and apart from it: a database outage waits in ``watch``, not here."""
+        while True:
+            await asyncio.sleep(HEARTBEAT_EVERY_S)
+            run_ids = list(self.turns)
+            if run_ids:
+                await asyncio.to_thread(alive_mark, "run", run_ids, RUN_STALE_AFTER_S)
+
+    async def _watch(self) -> None:
         last_beat = time.monotonic()
         while True:
             await asyncio.sleep(CANCEL_POLL_S)

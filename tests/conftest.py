@@ -11,6 +11,7 @@ import warnings
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 import django_rq
 import pytest
@@ -132,6 +133,10 @@ def database_url_for_subprocesses() -> str:
     cfg = connection.settings_dict
     if connection.vendor == "sqlite":
         return f"sqlite:///{cfg['NAME']}"
+    if "," in str(cfg.get("HOST") or ""):
+        # Several hosts (libpq's list): the configured URL, its options included, on
+        # the test database.
+        return urlunsplit(urlsplit(settings.DATABASE_URL)._replace(path=f"/{cfg['NAME']}"))
     user = cfg.get("USER") or ""
     password = f":{cfg['PASSWORD']}" if cfg.get("PASSWORD") else ""
     auth = f"{user}{password}@" if user else ""
@@ -151,6 +156,22 @@ def subprocess_env() -> dict[str, str]:
         # holds every thread's stack.
         "PYTHONFAULTHANDLER": "1",
     }
+
+
+def python_elsewhere(code: str, env: dict[str, str]) -> str:
+    """What ``code`` prints, run after ``django.setup()`` in a process of its own with
+    ``env`` (``subprocess_env()``): another host, which reaches the database when this
+    process does not."""
+    done = subprocess.run(
+        [sys.executable, "-c", f"import django\ndjango.setup()\n{code}"],
+        cwd=BASE_DIR,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip()
 
 
 def run_writers(script: str, session_id: str, writers: int, per_writer: int) -> None:

@@ -50,10 +50,11 @@ class OwnRedis:
 
 
 def postgres_bin_dir() -> Path | None:
-    """Where ``initdb`` and ``pg_ctl`` are: on the PATH, or Debian's versioned directory."""
+    """Where ``initdb``, ``pg_ctl`` and ``pg_basebackup`` are: beside the ``pg_ctl`` on the
+    PATH (a link followed to the directory of its own), or Debian's versioned directory."""
     on_path = shutil.which("pg_ctl")
     if on_path:
-        return Path(on_path).parent
+        return Path(on_path).resolve().parent
     versions = sorted(
         Path("/usr/lib/postgresql").glob("*/bin"),
         key=lambda path: int(path.parent.name) if path.parent.name.isdigit() else 0,
@@ -124,17 +125,35 @@ class OwnPostgres:
         )
 
     def trust(self, network: str) -> None:
-        """Let clients of ``network`` (``10.231.0.0/24``) in without a password."""
+        """Let clients of ``network`` (``10.231.0.0/24``) in without a password, standbys
+        replicating from it included."""
         with (self.data_dir / "pg_hba.conf").open("a") as hba:
             hba.write(f"host all all {network} trust\n")
+            hba.write(f"host replication all {network} trust\n")
 
-    def start(self) -> None:
+    def standby_of(self, primary: OwnPostgres, name: str) -> None:
+        """This cluster as a streaming standby of ``primary``, copied from it with
+        ``pg_basebackup``; ``name`` is how the primary's ``synchronous_standby_names``
+        knows it. Start it with ``start()``."""
+        self.root.mkdir(parents=True, exist_ok=True)
+        if os.geteuid() == 0:
+            owner = pwd.getpwnam("postgres")
+            os.chown(self.root, owner.pw_uid, owner.pw_gid)
+        conninfo = f"host={primary.host} port={primary.port} user=postgres application_name={name}"
+        self._run("pg_basebackup", "-d", conninfo, "-D", str(self.data_dir), "-X", "stream", "-R")
+
+    def promote(self) -> None:
+        """A standby takes writes from now on (``pg_ctl promote``, waiting until it does)."""
+        self._run("pg_ctl", "-D", str(self.data_dir), "-w", "promote")
+
+    def start(self, *settings: str) -> None:
+        """Start the server; ``settings`` (``name=value``) after ``SETTINGS``, so they win."""
         options = " ".join(
             [
                 f"-p {self.port}",
                 f"-k {self.root}",
                 f"-c listen_addresses={self.host}",
-                *(f"-c {s}" for s in self.SETTINGS),
+                *(f"-c {s}" for s in (*self.SETTINGS, *settings)),
             ]
         )
         log = str(self.root / "server.log")

@@ -17,6 +17,22 @@ import dj_database_url
 
 PLACEHOLDER_HOST = "multi-host.invalid"
 
+# A primary that vanishes without a word (its host powered off or cut off, as in a
+# failover) sends no reset: without these a connection waits on it for minutes
+# (the kernel's retransmissions, two hours of idle before a keepalive). With them:
+# a host that does not answer a connection within 5 s is passed over for the next,
+# an idle connection probes after 5 s and gives up after 5 probes a second apart,
+# and data sent and not acknowledged for 5 s ends the connection. libpq's names;
+# the URL's own query parameters win.
+DEAD_PEER_OPTIONS: dict[str, Any] = {
+    "connect_timeout": 5,
+    "keepalives": 1,
+    "keepalives_idle": 5,
+    "keepalives_interval": 1,
+    "keepalives_count": 5,
+    "tcp_user_timeout": 5000,
+}
+
 
 def database_hosts(url: str) -> list[tuple[str, str]]:
     """The (host, port) pairs of ``url``'s authority; port "" where none is given."""
@@ -34,7 +50,15 @@ def database_hosts(url: str) -> list[tuple[str, str]]:
 
 
 def database_url_parse(url: str, **kwargs: Any) -> dict[str, Any]:
-    """Django's settings for ``url``: ``dj_database_url.parse``, with several hosts allowed."""
+    """Django's settings for ``url``: ``dj_database_url.parse``, with several hosts
+    allowed, and ``DEAD_PEER_OPTIONS`` for PostgreSQL."""
+    config = _parse(url, **kwargs)
+    if str(config["ENGINE"]).endswith("postgresql"):
+        config["OPTIONS"] = {**DEAD_PEER_OPTIONS, **config.get("OPTIONS", {})}
+    return config
+
+
+def _parse(url: str, **kwargs: Any) -> dict[str, Any]:
     parts = urlsplit(url)
     if "," not in parts.netloc.rpartition("@")[2]:
         return dict(dj_database_url.parse(url, **kwargs))

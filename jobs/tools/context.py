@@ -160,6 +160,10 @@ class JobToolContext(BaseToolContext):
         self._job_id = job.id
         # A job starts once (queued → running), so its partial results begin at 0.
         self._next_index = 0
+        # Partial results are numbered and written one at a time under a lock of their
+        # own: one may wait out a database outage, and the heartbeat thread, which takes
+        # ``_lock`` to flush progress, must not wait with it.
+        self._partial_lock = threading.Lock()
         self._last_progress_at = 0.0
         self._pending_progress: tuple[float | None, str] | None = None
 
@@ -174,7 +178,7 @@ class JobToolContext(BaseToolContext):
 
     def partial(self, item: Any) -> int:
         json.dumps(item)  # refuse what the database could not store, in the tool's own frame
-        with self._lock:
+        with self._partial_lock:
             index = self._next_index
             try:
                 # A database restart costs the tool a wait, not the job.
@@ -184,8 +188,7 @@ class JobToolContext(BaseToolContext):
                 )
             except JobTransitionError:
                 # The job already ended elsewhere (stopped, swept): nothing more to add.
-                self.stop_reason = self.stop_reason or StopReason.CANCEL
-                self._stop.set()
+                self.signal_stop(StopReason.CANCEL)
                 raise ToolCancelled(self.stop_reason) from None
             self._next_index += 1
         return index

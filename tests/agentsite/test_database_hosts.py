@@ -9,7 +9,7 @@ import sys
 import psycopg
 import pytest
 
-from agentsite.core.database_url import database_url_parse
+from agentsite.core.database_url import DEAD_PEER_OPTIONS, database_url_parse
 from agentsite.core.embedded_redis import free_port
 from tests.conftest import BASE_DIR
 
@@ -24,6 +24,8 @@ with connection.cursor() as cursor:
     cursor.execute("INSERT INTO written VALUES (1)")
     cursor.execute("SELECT count(*), inet_server_port() FROM written")
     print(*cursor.fetchone())
+    params = connection.connection.info.get_parameters()
+    print(params.get("keepalives_idle"), params.get("tcp_user_timeout"))
 """
 
 
@@ -41,7 +43,29 @@ def test_several_hosts_become_libpq_host_and_port_lists() -> None:
     assert config["HOST"] == "db1,db2"
     assert config["PORT"] == "5432,5433"
     assert config["USER"] == "u" and config["PASSWORD"] == "p" and config["NAME"] == "app"
-    assert config["OPTIONS"] == {"target_session_attrs": "read-write"}
+    assert config["OPTIONS"] == {**DEAD_PEER_OPTIONS, "target_session_attrs": "read-write"}
+
+
+def test_a_postgresql_connection_gives_a_silent_host_up_in_seconds() -> None:
+    options = database_url_parse("postgres://u@db1:5432/app")["OPTIONS"]
+    assert options["keepalives"] == 1
+    assert (
+        options["keepalives_idle"] + options["keepalives_interval"] * options["keepalives_count"]
+        <= 10
+    )
+    assert options["tcp_user_timeout"] <= 10_000
+    assert options["connect_timeout"] <= 5
+
+
+def test_the_urls_own_parameters_win() -> None:
+    url = "postgres://u@db1:5432,db2:5432/app?connect_timeout=2&tcp_user_timeout=3000"
+    options = database_url_parse(url)["OPTIONS"]
+    assert (options["connect_timeout"], options["tcp_user_timeout"]) == (2, 3000)
+    assert options["keepalives_idle"] == 5
+
+
+def test_sqlite_gets_no_tcp_options() -> None:
+    assert "keepalives" not in database_url_parse("sqlite:///x.sqlite3").get("OPTIONS", {})
 
 
 def test_one_host_parses_as_before() -> None:
@@ -77,4 +101,4 @@ def test_a_dead_first_host_is_passed_over_for_the_live_one() -> None:
         timeout=60,
     )
     assert result.returncode == 0, result.stderr
-    assert result.stdout.split() == ["1", str(live.get("port", 5432))]
+    assert result.stdout.split() == ["1", str(live.get("port", 5432)), "5", "5000"]

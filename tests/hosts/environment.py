@@ -4,8 +4,9 @@ Loaded as a pytest plugin (``make hosts``: ``pytest -p tests.hosts.environment
 tests/hosts/suite.py``). The servers themselves are started by the suite's
 fixtures (``tests/hosts/suite.py``), inside their namespaces; here only their
 addresses are fixed, for the test process and every process it starts: the
-database on the ``pg`` host, Redis through the three sentinels, one secret key
-for both web hosts (a continuation token signed by one is good on the other).
+database on the ``pg1`` and ``pg2`` hosts (one URL naming both), Redis through
+the three sentinels, one secret key for both web hosts (a continuation token
+signed by one is good on the other).
 
 Where namespaces cannot be built (not root, no ``ip netns``) or a program is
 missing, nothing is set and the suite skips, saying why (``UNAVAILABLE``).
@@ -21,6 +22,7 @@ from tests.hosts.network import HOSTS, unavailable
 from tests.servers import postgres_bin_dir
 
 WEB_PORT = 8000
+PG_PORT = 5432
 PROXY_PORT = 8080
 REDIS_PORT = 6379
 SENTINEL_PORT = 26379
@@ -41,7 +43,12 @@ def missing_program() -> str | None:
 UNAVAILABLE = unavailable() or missing_program()
 
 if UNAVAILABLE is None:
-    os.environ["DATABASE_URL"] = f"postgres://postgres@{HOSTS['pg']}:5432/postgres"
+    # Both PostgreSQL hosts: libpq keeps the one that takes writes, the primary (pg1)
+    # until pg2 is promoted. A host that does not answer is given 2 s.
+    os.environ["DATABASE_URL"] = (
+        f"postgres://postgres@{HOSTS['pg1']}:{PG_PORT},{HOSTS['pg2']}:{PG_PORT}/postgres"
+        "?target_session_attrs=read-write&connect_timeout=2"
+    )
     os.environ["REDIS_URL"] = ""
     os.environ["REDIS_SENTINELS"] = ",".join(
         f"{HOSTS[host]}:{SENTINEL_PORT}" for host in REDIS_HOSTS

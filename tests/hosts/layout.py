@@ -1,10 +1,13 @@
 """What runs on each host of ``make hosts``, and how the suite starts it.
 
-``pg``: a PostgreSQL of its own. ``redis1``: the Redis primary and a sentinel;
-``redis2``: a replica and a sentinel; ``redis3``: a sentinel. ``web1``, ``web2``:
-daphne, each from a working directory of its own. ``worker``: a tool worker, a
-turn worker and the scheduler. ``proxy``: nginx with ``deploy/nginx/agentsite.conf``,
-only its addresses and ports changed.
+``pg1``: the PostgreSQL primary; ``pg2``: its synchronous streaming standby, copied
+with ``pg_basebackup``. ``redis1``: the Redis primary and a sentinel; ``redis2``: a
+replica and a sentinel; ``redis3``: a sentinel. ``web1``, ``web2``: daphne, each
+from a working directory of its own. ``worker``: a tool worker, a turn worker and
+the scheduler, under libfaketime 30 s ahead of every other host where it is
+installed. ``proxy``: nginx with ``deploy/nginx/agentsite.conf``, only its
+addresses and ports changed. The app's processes are started from the systemd
+units of ``deploy/systemd/`` (their ``ExecStart`` and ``Environment``).
 """
 
 from __future__ import annotations
@@ -14,15 +17,18 @@ import shutil
 import sys
 import tempfile
 from dataclasses import dataclass
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import httpx
+import psycopg
 import redis
 
-from sessions.worker import TURN_WORKER_ARGS
 from tests.conftest import BASE_DIR, subprocess_env, wait_until
+from tests.deploy.units import ROLES, Unit, unit_read
 from tests.hosts.environment import (
+    PG_PORT,
     PROXY_PORT,
     REDIS_HOSTS,
     REDIS_PORT,
@@ -30,7 +36,8 @@ from tests.hosts.environment import (
     SENTINEL_PORT,
     WEB_PORT,
 )
-from tests.hosts.network import HOSTS, HostProcesses
+from tests.hosts.network import HOSTS, SUBNET, HostProcesses, host_cut, in_namespace
+from tests.servers import OwnPostgres
 
 NGINX_CONF = BASE_DIR / "deploy" / "nginx" / "agentsite.conf"
 # Added by the suite's own nginx.conf around the production file: which web host
@@ -45,11 +52,13 @@ APP_ENV = {
     "AGENTSITE_OFFLINE_CALL_S": "0.3",
     "AGENTSITE_OFFLINE_OUTPUT_TOKEN_S": "0.05",
 }
-WORKER_UNITS = {
-    "tools": ["rqworker", "tools", "default"],
-    "turns": TURN_WORKER_ARGS,
-    "scheduler": ["scheduler"],
-}
+# The worker host's processes, by the unit each is started from.
+WORKER_UNITS = dict(zip(("tools", "turns", "scheduler"), ROLES["worker"], strict=True))
+(WEB_UNIT,) = ROLES["web"]
+# The worker host's clock runs this far ahead of the others' (libfaketime, where installed).
+WORKER_SKEW_S = 30
+FAKETIME = next(Path("/usr/lib").glob("*/faketime/libfaketimeMT.so.1"), None)
+FAKETIME_SITE = Path(__file__).resolve().with_name("faketime")
 
 
 def web_base(host: str) -> str:
@@ -189,26 +198,123 @@ def nginx_main(root: Path) -> str:
     )
 
 
+class PostgresPair:
+    """The primary on pg1 and, on pg2, a hot standby that has every committed
+    transaction (``synchronous_standby_names``): promoted, it loses nothing."""
+
+    STANDBY_NAME = "pg2"
+
+    def __init__(self) -> None:
+        self.primary = self._cluster("pg1")
+        self.standby = self._cluster("pg2")
+
+    @staticmethod
+    def _cluster(host: str) -> OwnPostgres:
+        return OwnPostgres(
+            scratch(host), host=HOSTS[host], port=PG_PORT, run_in=tuple(in_namespace(host, []))
+        )
+
+    def start(self) -> None:
+        self.primary.create()
+        self.primary.trust(SUBNET)
+        # A commit returns once the standby has it too (SETTINGS turn that off).
+        self.primary.start(
+            "synchronous_commit=on", f"synchronous_standby_names={self.STANDBY_NAME}"
+        )
+        self.standby.standby_of(self.primary, self.STANDBY_NAME)
+        self.standby.start()
+        wait_until(self.replicating, timeout=30, interval=0.2)
+
+    @staticmethod
+    def ask(host: str, query: str) -> list[tuple[Any, ...]] | None:
+        """``query``'s rows on ``host``'s server, or None if it does not answer."""
+        try:
+            with psycopg.connect(
+                host=HOSTS[host],
+                port=PG_PORT,
+                user="postgres",
+                dbname="postgres",
+                connect_timeout=2,
+            ) as conn:
+                return list(conn.execute(query).fetchall())  # type: ignore[arg-type]
+        except psycopg.Error:
+            return None
+
+    def replicating(self) -> bool:
+        """pg2 streams from pg1, as its synchronous standby."""
+        rows = self.ask(
+            "pg1", "SELECT application_name, state, sync_state FROM pg_stat_replication"
+        )
+        return rows == [(self.STANDBY_NAME, "streaming", "sync")]
+
+    def writable(self, host: str) -> bool:
+        return self.ask(host, "SELECT NOT pg_is_in_recovery()") == [(True,)]
+
+    def lose_primary(self) -> None:
+        """pg1 gone for good, without a word: its link down (nothing it had open is
+        reset), then its server stopped as in a crash, so it never comes back."""
+        host_cut("pg1")
+        self.primary.stop("immediate")
+
+    def promote_standby(self) -> None:
+        self.standby.promote()
+
+    def remove(self) -> None:
+        for cluster in (self.standby, self.primary):
+            cluster.remove()
+
+
+def unit_argv(unit: Unit) -> list[str]:
+    """The unit's ``ExecStart``, for this checkout and its virtualenv."""
+    return unit.argv_at(BASE_DIR, sys.executable)
+
+
 @dataclass
 class Layout:
     hosts: HostProcesses
     redis: RedisTrio
+    postgres: PostgresPair
 
-    def app_env(self) -> dict[str, str]:
-        # The app is imported from the checkout whatever the working directory.
-        return {**subprocess_env(), **APP_ENV, "PYTHONPATH": str(BASE_DIR)}
+    def app_env(self, unit: Unit) -> dict[str, str]:
+        # What the unit's EnvironmentFile would hold, then its own Environment=; the app
+        # is imported from the checkout whatever the working directory.
+        env = {**subprocess_env(), **APP_ENV, "PYTHONPATH": str(BASE_DIR)}
+        return {**env, **unit.environment}
+
+    @property
+    def worker_offset(self) -> timedelta:
+        """How far the worker host's clock is ahead of the others'."""
+        return timedelta(seconds=WORKER_SKEW_S if FAKETIME is not None else 0)
+
+    def worker_clock(self) -> dict[str, str]:
+        """The worker host's clock, WORKER_SKEW_S ahead of the others'."""
+        if FAKETIME is None:
+            return {}
+        # The wall clock only, as a host's that is off: its monotonic clock stays true
+        # (tests/hosts/faketime/sitecustomize.py says why, and what that takes).
+        return {
+            "LD_PRELOAD": str(FAKETIME),
+            "FAKETIME": f"+{WORKER_SKEW_S}s",
+            "FAKETIME_DONT_FAKE_MONOTONIC": "1",
+            "PYTHONPATH": f"{FAKETIME_SITE}:{BASE_DIR}",
+        }
 
     def start_web(self, host: str) -> None:
-        # Its access log (in its own log) names each client as daphne saw it.
-        argv = [sys.executable, "-m", "daphne", "--proxy-headers", "--access-log", "-"]
-        argv += ["-b", HOSTS[host], "-p", str(WEB_PORT), "agentsite.asgi:application"]
-        self.hosts.start(host, f"daphne-{host}", argv, env=self.app_env(), cwd=scratch(host))
+        unit = unit_read(WEB_UNIT)
+        argv = unit_argv(unit)
+        # Every address of the host, which has one: WEB_PORT there.
+        assert argv[argv.index("-p") + 1] == str(WEB_PORT), f"{WEB_UNIT} moved its port"
+        self.hosts.start(host, f"daphne-{host}", argv, env=self.app_env(unit), cwd=scratch(host))
+
+    def start_worker_unit(self, name: str, cwd: Path) -> None:
+        unit = unit_read(WORKER_UNITS[name])
+        env = {**self.app_env(unit), **self.worker_clock()}
+        self.hosts.start("worker", name, unit_argv(unit), env=env, cwd=cwd)
 
     def start_worker_units(self) -> None:
-        cwd = scratch("worker")
-        for name, args in WORKER_UNITS.items():
-            argv = [sys.executable, str(BASE_DIR / "manage.py"), *args]
-            self.hosts.start("worker", name, argv, env=self.app_env(), cwd=cwd)
+        self.worker_cwd = scratch("worker")
+        for name in WORKER_UNITS:
+            self.start_worker_unit(name, self.worker_cwd)
 
     def start_proxy(self) -> None:
         root = scratch("proxy")

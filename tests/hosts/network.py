@@ -27,7 +27,8 @@ SUBNET = "10.231.0.0/24"
 RUNNER = "10.231.0.1"
 # name → address; the namespace and the bridge end are both ash-<name>.
 HOSTS = {
-    "pg": "10.231.0.10",
+    "pg1": "10.231.0.10",
+    "pg2": "10.231.0.11",
     "web1": "10.231.0.21",
     "web2": "10.231.0.22",
     "proxy": "10.231.0.30",

@@ -16,11 +16,15 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import shutil
+import signal
+import subprocess
 import sys
 import threading
 import time
 import uuid
+from collections import Counter
 from collections.abc import Callable, Iterator
 from datetime import datetime
 from typing import Any
@@ -36,9 +40,11 @@ if "tests.hosts.environment" not in sys.modules:
     )
 
 from django.contrib.auth import get_user_model
+from django.db import close_old_connections, connections
 from websockets.sync.client import connect as websocket_connect
 from websockets.typing import Subprotocol
 
+from agentsite.core.database import DATABASE_AWAY
 from agentsite.ops.health import scheduler_state
 from jobs.models import Job
 from sessions.models import Event, Run
@@ -48,9 +54,10 @@ from tests.hosts.environment import UNAVAILABLE
 from tests.hosts.layout import (
     PROXY,
     WEB_HOSTS,
+    WORKER_SKEW_S,
     Layout,
+    PostgresPair,
     RedisTrio,
-    scratch,
     scratch_clear,
     served_by,
     web_base,
@@ -58,7 +65,6 @@ from tests.hosts.layout import (
 from tests.hosts.network import (
     HOSTS,
     RUNNER,
-    SUBNET,
     HostProcesses,
     default_routes,
     host_cut,
@@ -67,7 +73,7 @@ from tests.hosts.network import (
     leftovers_remove,
     network_build,
 )
-from tests.servers import OwnPostgres
+from tests.jobs.test_worker_lost import children_of
 from tests.sessions.test_stream_clients import sse_events
 
 if UNAVAILABLE:
@@ -81,6 +87,10 @@ logging.getLogger("httpx").setLevel(logging.WARNING)
 STREAM_SILENT_S = 3
 # From the promotion, every process must be on the new primary within this.
 REDIS_FOLLOW_S = 15
+PG_FOLLOW_S = 30
+# How long the PostgreSQL primary is gone before the standby is promoted: about what a
+# managed database's failure detection takes (HOSTS_PROMOTE_AFTER_S=0: at once).
+PROMOTE_AFTER_S = float(os.environ.get("HOSTS_PROMOTE_AFTER_S", "20"))
 
 
 # --- the hosts ---------------------------------------------------------------------
@@ -104,31 +114,35 @@ def hosts() -> Iterator[HostProcesses]:
 
 
 @pytest.fixture(scope="session")
-def backends(hosts: HostProcesses) -> Iterator[RedisTrio]:
-    """PostgreSQL on the pg host (pytest-django creates the test database there) and
-    the Redis hosts."""
-    postgres = OwnPostgres(
-        scratch("pg"), host=HOSTS["pg"], port=5432, run_in=tuple(in_namespace("pg", []))
-    )
+def postgres(hosts: HostProcesses) -> Iterator[PostgresPair]:
+    """The primary on pg1 and its synchronous standby on pg2 (pytest-django creates the
+    test database on the primary; the standby has it too)."""
+    pair = PostgresPair()
     try:
-        postgres.create()
-        postgres.trust(SUBNET)
-        postgres.start()
-        trio = RedisTrio(hosts)
-        trio.start()
-        yield trio
+        pair.start()
+        yield pair
     finally:
-        postgres.remove()
+        pair.remove()
+
+
+@pytest.fixture(scope="session")
+def backends(hosts: HostProcesses, postgres: PostgresPair) -> RedisTrio:
+    """The Redis hosts, once PostgreSQL is up."""
+    trio = RedisTrio(hosts)
+    trio.start()
+    return trio
 
 
 @pytest.fixture(scope="session")
 def django_db_setup(backends: RedisTrio, django_db_setup: None) -> None:
-    """pytest-django's test database, created once the pg host is up."""
+    """pytest-django's test database, created once the pg hosts are up."""
 
 
 @pytest.fixture(scope="session")
-def layout(hosts: HostProcesses, backends: RedisTrio, django_db_setup: None) -> Iterator[Layout]:
-    site = Layout(hosts=hosts, redis=backends)
+def layout(
+    hosts: HostProcesses, backends: RedisTrio, postgres: PostgresPair, django_db_setup: None
+) -> Iterator[Layout]:
+    site = Layout(hosts=hosts, redis=backends, postgres=postgres)
     try:
         site.start()
         yield site
@@ -312,7 +326,7 @@ def test_a_websocket_is_upgraded_through_the_proxy(layout: Layout, alice: dict[s
     finished_truthfully([], [run_id])
 
 
-# --- (4) a job and a turn through the proxy -----------------------------------------
+# --- (3) a job and a turn through the proxy -----------------------------------------
 
 
 def polled_until(path: str, headers: dict[str, str], status: str) -> dict[str, Any]:
@@ -352,7 +366,70 @@ def test_a_job_and_a_turn_go_round_through_the_proxy(layout: Layout, alice: dict
     assert Job.objects.count() == 1
 
 
-# --- (3) the Redis primary is lost for good ------------------------------------------
+# --- (4) the worker host's clock runs 30 s ahead -------------------------------------
+
+
+def worker_host_time(layout: Layout) -> float:
+    """The time as the worker host's processes read it."""
+    argv = in_namespace("worker", [sys.executable, "-c", "import time; print(time.time())"])
+    env = {**os.environ, **layout.worker_clock()}
+    return float(subprocess.run(argv, env=env, capture_output=True, text=True, check=True).stdout)
+
+
+def test_a_worker_host_whose_clock_is_ahead_loses_no_live_work_and_is_still_caught_dying(
+    layout: Layout, alice: dict[str, str], settings: Any
+) -> None:
+    if layout.worker_offset.total_seconds() == 0:
+        pytest.skip(
+            "libfaketime is not installed (Debian: faketime): the worker host's clock is true"
+        )
+    ahead = worker_host_time(layout) - time.time()
+    assert abs(ahead - WORKER_SKEW_S) < 2, ahead
+    stale_s = settings.AGENTSITE_JOB_HEARTBEAT_STALE_S
+    # Live work longer than the stale limit, on a host 30 s ahead, judged meanwhile by the
+    # scheduler on the web hosts' time: nothing declared lost.
+    session_id = session_open(alice)
+    live = accepted(
+        start_job(PROXY, alice, uuid.uuid4().hex, "sleepy", seconds=stale_s + 4, steps=20),
+        "job_id",
+    )
+    run_id = accepted(send_message(PROXY, alice, session_id, "take your time"), "run_id")
+    finished_truthfully([live], [run_id], timeout=60)
+
+    # A job whose worker dies with its horse is found in the usual time, not 30 s late.
+    doomed = accepted(
+        start_job(PROXY, alice, uuid.uuid4().hex, "sleepy", seconds=60, steps=120), "job_id"
+    )
+    wait_until(lambda: job_running(doomed), timeout=30, interval=0.2)
+    worker = layout.hosts.running["tools"]
+    horses = wait_until(lambda: children_of(worker.pid))
+    killed = time.monotonic()
+    for pid in horses:
+        os.kill(pid, signal.SIGKILL)
+    layout.hosts.kill("tools")
+    (job,) = wait_until(
+        lambda: list(Job.objects.filter(pk=doomed, status__in=Job.TERMINAL)), timeout=40
+    )
+    found_after = time.monotonic() - killed
+    print(
+        f"\nhosts: worker host {ahead:.1f} s ahead; a job lasting {stale_s + 4} s ended done, "
+        f"a turn completed; the killed job was found lost {found_after:.1f} s after the kill"
+    )
+    assert (job.status, job.error_code) == (Job.Status.FAILED, "worker_lost")
+    # The stale limit and a sweep or two, not the 30 s of skew on top.
+    assert found_after < stale_s + 8
+    # Restarted as its unit's Restart=always would: the host works again.
+    layout.start_worker_unit("tools", layout.worker_cwd)
+    again = accepted(start_job(PROXY, alice, uuid.uuid4().hex, "noop"), "job_id")
+    finished_truthfully([again], [])
+    wait_until(layout.healthy, timeout=30, interval=0.5)
+
+
+def job_running(job_id: str) -> bool:
+    return Job.objects.filter(pk=job_id, status=Job.Status.RUNNING).exists()
+
+
+# --- (6) the Redis primary is lost for good ------------------------------------------
 
 
 def test_every_host_follows_a_redis_failover(layout: Layout, alice: dict[str, str]) -> None:
@@ -377,7 +454,7 @@ def test_every_host_follows_a_redis_failover(layout: Layout, alice: dict[str, st
     seen: dict[str, float] = {}
     checks: dict[str, Callable[[], bool]] = {
         "web hosts healthy": layout.healthy,
-        "scheduler beating": lambda: scheduler_beat_since(killed_at),
+        "scheduler beating": lambda: scheduler_beat_since(killed_at + layout.worker_offset),
         "job accepted after promotion done": lambda: job_done(after),
         "job accepted during outage done": lambda: job_done(during),
         "turn completed": lambda: Run.objects.filter(
@@ -410,3 +487,148 @@ def scheduler_beat_since(moment: datetime) -> bool:
     """The scheduler's heartbeat on the current primary is newer than ``moment``."""
     beat: str | None = scheduler_state().get("last_heartbeat")
     return beat is not None and datetime.fromisoformat(beat) > moment
+
+
+# --- (6) the PostgreSQL primary is lost for good -------------------------------------
+
+
+def database_read(check: Callable[[], bool]) -> bool:
+    """``check()`` from this process, False while the database is away."""
+    try:
+        return check()
+    except DATABASE_AWAY:
+        close_old_connections()
+        connections.close_all()
+        return False
+
+
+class Client(threading.Thread):
+    """A client starting a job through the proxy every half second, as a careful client
+    does: an answer other than 202 (or none) is sent again with the same
+    ``Idempotency-Key`` until it is accepted. What it saw is kept."""
+
+    def __init__(self, headers: dict[str, str]) -> None:
+        super().__init__(daemon=True)
+        self.headers = headers
+        self.accepted: list[tuple[float, str]] = []  # (when, job id)
+        self.refused: Counter[str] = Counter()
+        self.retries = 0
+        self.stopping = threading.Event()
+
+    def run(self) -> None:
+        while not self.stopping.is_set():
+            key = uuid.uuid4().hex
+            while not self.stopping.is_set():
+                try:
+                    r = start_job(PROXY, self.headers, key, "noop")
+                except httpx.TimeoutException:
+                    self.refused["timeout"] += 1
+                except httpx.HTTPError as exc:
+                    self.refused[type(exc).__name__] += 1
+                else:
+                    if r.status_code == 202:
+                        self.accepted.append((time.monotonic(), str(r.json()["job_id"])))
+                        break
+                    self.refused[str(r.status_code)] += 1
+                self.retries += 1
+                time.sleep(0.5)
+            self.stopping.wait(0.5)
+
+    def seen(self) -> str:
+        refused = ", ".join(f"{n} {what}" for what, n in sorted(self.refused.items()))
+        total = sum(self.refused.values())
+        return f"{total} not accepted ({refused or 'none'}), each sent again until accepted"
+
+
+def message_until_accepted(headers: dict[str, str], session_id: str, text: str) -> str:
+    """POST a message until it is accepted (a 503 while the database is away took nothing)."""
+
+    def sent() -> str | None:
+        try:
+            r = send_message(PROXY, headers, session_id, text)
+        except httpx.HTTPError:
+            return None
+        return str(r.json()["run_id"]) if r.status_code == 202 else None
+
+    return str(wait_until(sent, timeout=PG_FOLLOW_S, interval=0.5))
+
+
+def test_every_host_follows_a_postgresql_failover(layout: Layout, alice: dict[str, str]) -> None:
+    pair = layout.postgres
+    assert pair.replicating() and pair.writable("pg1") and not pair.writable("pg2")
+    session_id = session_open(alice)
+    # In flight when the primary goes: a job that spans the outage (a partial result and
+    # progress every half second), a short one, a turn.
+    spanning = accepted(
+        start_job(PROXY, alice, uuid.uuid4().hex, "sleepy", seconds=8, steps=16), "job_id"
+    )
+    wait_until(lambda: job_running(spanning), timeout=30, interval=0.2)
+    short = accepted(
+        start_job(PROXY, alice, uuid.uuid4().hex, "sleepy", seconds=2, steps=4), "job_id"
+    )
+    in_flight_run = accepted(send_message(PROXY, alice, session_id, "a long story"), "run_id")
+    time.sleep(1)
+    client = Client(alice)
+    client.start()
+
+    lost = time.monotonic()
+    pair.lose_primary()
+    time.sleep(PROMOTE_AFTER_S)  # a managed database's failure detection
+    pair.promote_standby()
+    promoted = time.monotonic()
+    promoted_at = pair.ask("pg2", "SELECT now()")[0][0]  # type: ignore[index]
+    try:
+        run_id = message_until_accepted(alice, session_id, "still there?")
+        seen: dict[str, float] = {"turn accepted": time.monotonic()}
+
+        def accepted_since() -> bool:
+            return any(at > promoted for at, _ in client.accepted)
+
+        def spanning_beats() -> bool:
+            return Job.objects.filter(pk=spanning, heartbeat_at__gt=promoted_at).exists()
+
+        def all_jobs_done() -> bool:
+            ids = [spanning, short, *(job_id for _, job_id in client.accepted)]
+            return Job.objects.filter(pk__in=ids, status=Job.Status.DONE).count() == len(ids)
+
+        checks: dict[str, Callable[[], bool]] = {
+            "job accepted": accepted_since,
+            "web 200": layout.healthy,
+            "spanning job beating": spanning_beats,
+            "turn done": lambda: Run.objects.filter(pk=run_id, status__in=Run.TERMINAL).exists(),
+            "jobs done": all_jobs_done,
+        }
+
+        def followed() -> bool:
+            for part, check in checks.items():
+                if part not in seen and database_read(check):
+                    seen[part] = time.monotonic()
+                    if part == "job accepted":
+                        client.stopping.set()  # the jobs to see done are these
+            return all(part in seen for part in checks)
+
+        try:
+            wait_until(followed, timeout=PG_FOLLOW_S, interval=0.2)
+        except AssertionError:
+            since = {part: round(at - promoted, 1) for part, at in seen.items()}
+            raise AssertionError(f"only these followed (s after the promotion): {since}") from None
+    finally:
+        client.stopping.set()
+        client.join(15)
+    parts = ", ".join(f"{part} +{at - promoted:.1f} s" for part, at in seen.items())
+    print(
+        f"\nhosts: PostgreSQL primary lost; pg2 promoted {promoted - lost:.1f} s later; then "
+        f"{parts}; all followed {max(seen.values()) - lost:.1f} s after the loss; "
+        f"the client saw {client.seen()}"
+    )
+    assert pair.writable("pg2")
+    # Nothing accepted lost, nothing left in a false state.
+    jobs = [spanning, short, *(job_id for _, job_id in client.accepted)]
+    finished_truthfully(jobs, [run_id])
+    assert Job.objects.filter(pk=spanning).values_list("partial_count", flat=True).get() == 16
+    (first,) = runs_ended([in_flight_run], timeout=30)
+    assert first.status == Run.Status.COMPLETED, (first.status, first.error)
+    assert list(Run.objects.filter(session_id=session_id).exclude(status__in=Run.TERMINAL)) == []
+    log = session_log(session_id)
+    assert log == list(range(1, len(log) + 1))
+    assert set(layout.alive().values()) == {None}, layout.alive()

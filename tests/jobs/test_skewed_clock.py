@@ -24,8 +24,10 @@ import pytest
 from django.db import connection
 from django.utils import timezone
 
+from agentsite.core.clock import database_now, database_now_plus
+from jobs import dispatch, services
 from jobs.models import Job
-from jobs.tasks import lost_jobs_fail
+from jobs.tasks import REQUEUE_AFTER_S, lost_enqueues_repeat, lost_jobs_fail
 from sessions.models import AgentSession, Run
 from sessions.runs import runs_beat, runs_reap
 from tests.conftest import Processes, wait_until
@@ -116,3 +118,50 @@ def test_a_turn_beating_on_a_host_whose_clock_is_behind_is_not_reaped(user: Any)
     assert runs_reap() == {"failed": 0, "requeued": 0}  # the scheduler's host
     run.refresh_from_db()
     assert run.status == Run.Status.RUNNING
+
+
+# --- the other comparisons of times that different hosts write ------------------------
+
+
+def ahead() -> Any:
+    """This process's clock SKEW_S ahead, as on a host whose clock is."""
+    later = timezone.now() + timedelta(seconds=SKEW_S)
+    return mock.patch("django.utils.timezone.now", return_value=later)
+
+
+def test_a_hand_over_is_stamped_with_the_databases_time_whoever_hands_it_over(
+    user: Any, settings: Any
+) -> None:
+    settings.AGENTSITE_JOB_SLOTS = 1
+    job, _ = services.job_create(owner=user, tool="noop", args={}, idempotency_key="held")
+    Job.objects.filter(pk=job.pk).update(enqueued_at=None)  # held, whatever its commit did
+    with ahead():  # a worker host, handing the slot of its job over
+        dispatch.jobs_dispatch()
+    handed_at = Job.objects.get(pk=job.pk).enqueued_at
+    # Before: 30 s in the future, so its owner looked served last and waited behind others.
+    assert handed_at is not None and abs((handed_at - timezone.now()).total_seconds()) < 5
+
+
+def test_the_sweep_on_a_host_ahead_does_not_enqueue_again_a_job_just_handed_over(
+    user: Any,
+) -> None:
+    job = Job.objects.create(
+        owner=user, tool="noop", args={}, timeout_s=60, ready_at=timezone.now()
+    )
+    # Handed over a moment ago; its enqueue, after the commit, has not reached RQ yet.
+    Job.objects.filter(pk=job.pk).update(enqueued_at=database_now())
+    with ahead():
+        # Before: taken for a job RQ lost 5 s after its hand-over, and enqueued twice.
+        assert lost_enqueues_repeat() == 0
+    Job.objects.filter(pk=job.pk).update(enqueued_at=database_now_plus(-REQUEUE_AFTER_S - 1))
+    assert lost_enqueues_repeat() == 1
+
+
+def test_the_reaper_on_a_host_ahead_does_not_take_a_new_run_for_a_forgotten_one(
+    user: Any,
+) -> None:
+    session = AgentSession.objects.create(owner=user)
+    Run.objects.create(session=session, owner=user, status=Run.Status.QUEUED)
+    with ahead():
+        # Before: every queued run not yet in RQ looked forgotten and was enqueued again.
+        assert runs_reap() == {"failed": 0, "requeued": 0}
