@@ -53,7 +53,9 @@ def test_the_heartbeat_beats_again_once_the_database_is_back(user: Any) -> None:
         beats.join(5)
 
 
-def test_a_job_cut_off_from_the_database_is_not_declared_lost_while_it_lives(user: Any) -> None:
+def test_a_job_cut_off_from_the_database_is_not_declared_lost_while_it_lives(
+    user: Any, no_scheduler: None
+) -> None:
     """A failover: the worker cannot reach the database, the scheduler (on the promoted
     standby) can, and finds the job's last heartbeat long past."""
     job = running_job(user)

@@ -133,10 +133,17 @@ def test_a_hand_over_is_stamped_with_the_databases_time_whoever_hands_it_over(
     user: Any, settings: Any
 ) -> None:
     settings.AGENTSITE_JOB_SLOTS = 1
+    # The one slot taken (by a row no worker runs), so the new job is held, not handed
+    # to the run's RQ workers.
+    taking = Job.objects.create(
+        owner=user, tool="noop", args={}, timeout_s=60, status=Job.Status.RUNNING
+    )
+    Job.objects.filter(pk=taking.pk).update(enqueued_at=database_now())
     job, _ = services.job_create(owner=user, tool="noop", args={}, idempotency_key="held")
-    Job.objects.filter(pk=job.pk).update(enqueued_at=None)  # held, whatever its commit did
+    assert Job.objects.get(pk=job.pk).enqueued_at is None
+    Job.objects.filter(pk=taking.pk).update(status=Job.Status.DONE)
     with ahead():  # a worker host, handing the slot of its job over
-        dispatch.jobs_dispatch()
+        assert dispatch.jobs_dispatch() == 1
     handed_at = Job.objects.get(pk=job.pk).enqueued_at
     # Before: 30 s in the future, so its owner looked served last and waited behind others.
     assert handed_at is not None and abs((handed_at - timezone.now()).total_seconds()) < 5

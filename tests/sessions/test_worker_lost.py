@@ -47,7 +47,9 @@ def test_a_stale_run_fails_and_the_queued_one_runs(user: Any, rq_workers: Any) -
     assert messages(session, queued) == ["Picked up."]
 
 
-def test_a_turn_cut_off_from_the_database_is_not_reaped_while_it_lives(user: Any) -> None:
+def test_a_turn_cut_off_from_the_database_is_not_reaped_while_it_lives(
+    user: Any, no_scheduler: None
+) -> None:
     """A failover: the turn worker cannot reach the database, the scheduler (on the
     promoted standby) can, and finds the turn's last heartbeat long past."""
     session = make_session(user)
