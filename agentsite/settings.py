@@ -233,9 +233,9 @@ else:
     # Parameters travel apart from the statement (psycopg's own binding, not Django's
     # default of quoting them into the statement's text in Python), and a statement a
     # connection has run AGENTSITE_DB_PREPARE_THRESHOLD times is prepared on the
-    # server: less CPU a statement on both sides (docs/benchmarks.md, "What one turn
-    # costs"). A pooler in transaction mode that cannot keep prepared statements
-    # wants AGENTSITE_DB_PREPARE_THRESHOLD=off.
+    # server, which then parses and plans it once: a quarter less of the server's CPU
+    # a turn (docs/benchmarks.md, "What one turn costs"). A pooler in transaction mode
+    # that cannot keep prepared statements wants AGENTSITE_DB_PREPARE_THRESHOLD=off.
     _prepare = env_str("AGENTSITE_DB_PREPARE_THRESHOLD", "5").lower()
     if _prepare != "off" and not _prepare.isdigit():
         CONFIG_ERRORS.append(
