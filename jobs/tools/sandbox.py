@@ -175,29 +175,46 @@ def closed_ancestors(paths: list[Path], user: tuple[int, int]) -> list[Path]:
 
 def copy_workspace(workspace: Path, destination: Path, hidden: list[Path]) -> None:
     """The scratch copy the tests may write: directories, files and links, nothing else,
-    and nothing of what is hidden (a data directory in the workspace, say)."""
+    and nothing of what is hidden (a data directory in the workspace, say).
 
-    def left_out(directory: str, names: list[str]) -> set[str]:
-        def special(name: str) -> bool:
-            path = os.path.join(directory, name)
+    The workspace is live: an entry removed while it is being copied is simply not in the
+    copy, even when another one of the same name appears a moment later. Any failure on
+    the destination's side still fails the run."""
+    hidden_set = {path.resolve() for path in hidden}
+
+    def vanished(error: FileNotFoundError, source: str) -> bool:
+        return bool(error.filename == source)
+
+    def copy_folder(source: str, target: str) -> None:
+        try:
+            entries = list(os.scandir(source))
+        except FileNotFoundError as error:
+            if vanished(error, source):
+                return
+            raise
+        for entry in entries:
+            into = os.path.join(target, entry.name)
             try:
-                mode = os.lstat(path).st_mode
-            except FileNotFoundError:
-                return True
-            if Path(path).resolve() in hidden:
-                return True
-            return not (stat.S_ISDIR(mode) or stat.S_ISREG(mode) or stat.S_ISLNK(mode))
+                if Path(entry.path).resolve() in hidden_set:
+                    continue
+                if entry.is_symlink():
+                    os.symlink(os.readlink(entry.path), into)
+                elif entry.is_dir(follow_symlinks=False):
+                    os.mkdir(into)
+                    copy_folder(entry.path, into)
+                elif entry.is_file(follow_symlinks=False):
+                    shutil.copy2(entry.path, into, follow_symlinks=False)
+            except FileNotFoundError as error:
+                if not vanished(error, entry.path):
+                    raise
+        try:
+            shutil.copystat(source, target, follow_symlinks=False)
+        except FileNotFoundError as error:
+            if not vanished(error, source):
+                raise
 
-        return {name for name in names if special(name)}
-
-    try:
-        shutil.copytree(workspace, destination, symlinks=True, ignore=left_out)
-    except shutil.Error as error:
-        # The workspace is live: what was removed while it was being copied is simply
-        # not in the copy; any other failure still fails the run.
-        lasting = [failure for failure in error.args[0] if os.path.lexists(failure[0])]
-        if lasting:
-            raise shutil.Error(lasting) from error
+    os.makedirs(destination)
+    copy_folder(os.fspath(workspace), os.fspath(destination))
 
 
 def give_to(user: tuple[int, int], top: Path) -> None:

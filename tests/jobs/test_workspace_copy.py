@@ -3,6 +3,7 @@ rest is copied whole, and no run fails for it."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import threading
 from collections.abc import Iterator
@@ -47,3 +48,63 @@ def test_entries_removed_during_the_copy_are_left_out_and_the_rest_is_copied(
         copy_workspace(churning_workspace, destination, hidden=[])
         assert (destination / "tests" / "test_stays.py").read_text().startswith("def test")
         assert (destination / "README").read_text() == "stays\n"
+
+
+@pytest.fixture
+def flickering_workspace(tmp_path: Path) -> Iterator[Path]:
+    """One name that is removed and made again as fast as a thread can: a copy often
+    finds it gone and, a moment later, back."""
+    workspace = tmp_path / "workspace"
+    workspace.mkdir()
+    (workspace / "README").write_text("stays\n")
+    stop = threading.Event()
+
+    def flicker() -> None:
+        folder = workspace / "build"
+        while not stop.is_set():
+            folder.mkdir(exist_ok=True)
+            (folder / "out").write_text("x")
+            shutil.rmtree(folder, ignore_errors=True)
+
+    thread = threading.Thread(target=flicker, daemon=True)
+    thread.start()
+    yield workspace
+    stop.set()
+    thread.join()
+
+
+def test_an_entry_removed_and_made_again_during_the_copy_does_not_fail_it(
+    flickering_workspace: Path, tmp_path: Path
+) -> None:
+    for attempt in range(400):
+        destination = tmp_path / f"copy-{attempt}"
+        copy_workspace(flickering_workspace, destination, hidden=[])
+        assert (destination / "README").read_text() == "stays\n"
+        build = destination / "build"
+        assert not build.exists() or build.is_dir()
+
+
+def test_a_failure_on_the_copy_side_still_fails(tmp_path: Path) -> None:
+    workspace = tmp_path / "workspace"
+    workspace.mkdir()
+    (workspace / "README").write_text("stays\n")
+    destination = tmp_path / "copy"
+    destination.mkdir()
+    with pytest.raises(FileExistsError):
+        copy_workspace(workspace, destination, hidden=[])
+
+
+def test_hidden_and_special_entries_are_left_out(tmp_path: Path) -> None:
+    workspace = tmp_path / "workspace"
+    (workspace / "data").mkdir(parents=True)
+    (workspace / "data" / "secret").write_text("no")
+    (workspace / "src").mkdir()
+    (workspace / "src" / "tool.sh").write_text("#!/bin/sh\n")
+    (workspace / "src" / "tool.sh").chmod(0o755)
+    (workspace / "link").symlink_to("src/tool.sh")
+    os.mkfifo(workspace / "pipe")
+    destination = tmp_path / "copy"
+    copy_workspace(workspace, destination, hidden=[workspace / "data"])
+    assert sorted(path.name for path in destination.iterdir()) == ["link", "src"]
+    assert os.readlink(destination / "link") == "src/tool.sh"
+    assert (destination / "src" / "tool.sh").stat().st_mode & 0o777 == 0o755
