@@ -25,6 +25,10 @@ OUTAGE_BACKOFF_MAX_S = 10.0
 # How often a heartbeat also checks that Redis still lists the worker: often
 # enough for /healthz after Redis came back empty, not a round trip per job.
 REGISTRATION_CHECK_S = 2.0
+# RQ's loop beats three times a job (before and after the dequeue, after the job), three
+# round trips each, to keep a key alive for worker_ttl (minutes): a busy worker beats at
+# most this often instead.
+HEARTBEAT_EVERY_S = 1.0
 T = TypeVar("T")
 
 
@@ -36,7 +40,8 @@ class RidesOutRedis(BaseWorker):
     for Redis with backoff instead. A heartbeat checks (at most every
     ``REGISTRATION_CHECK_S``) that Redis still lists the worker and registers it
     again if not (Redis came back empty, or was flushed), so ``/healthz`` and
-    the dashboards see it at once. Heartbeats
+    the dashboards see it at once. A worker's own heartbeat is sent at most every
+    ``HEARTBEAT_EVERY_S``, however many jobs it takes in between. Heartbeats
     of running jobs are bookkeeping: a failed one is skipped, the job goes on.
     Stopping never waits long on RQ's command listener (``unsubscribe``).
     """
@@ -72,9 +77,14 @@ class RidesOutRedis(BaseWorker):
             self.register_birth()  # type: ignore[no-untyped-call]  # RQ is unannotated
             self.log.info("Worker %s: Redis had forgotten this worker; registered again", self.name)
 
+    _beat_at = float("-inf")
+
     def heartbeat(self, timeout: int | None = None, pipeline: Any = None) -> None:
         if pipeline is not None:  # part of a bigger write, whose caller handles errors
             super().heartbeat(timeout, pipeline)
+            return
+        now = time.monotonic()
+        if timeout is None and now - self._beat_at < HEARTBEAT_EVERY_S:
             return
 
         def beat() -> None:
@@ -82,6 +92,7 @@ class RidesOutRedis(BaseWorker):
             self._register_again_if_forgotten()
 
         self._through_outage(beat)
+        self._beat_at = now
 
     def check_for_suspension(self, burst: bool) -> None:
         self._through_outage(lambda: super(RidesOutRedis, self).check_for_suspension(burst))

@@ -1,0 +1,56 @@
+"""A busy worker beats at most every HEARTBEAT_EVERY_S, not three times a job; a beat
+with a timeout of its own, and one that is due, still go to Redis."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from django.conf import settings
+from redis import Redis
+from rq import Queue
+from rq.worker import SimpleWorker
+
+from agentsite.core.workers import HEARTBEAT_EVERY_S, RidesOutRedis
+
+
+class Worker(RidesOutRedis, SimpleWorker):
+    pass
+
+
+@pytest.fixture
+def worker() -> Iterator[Worker]:
+    connection = Redis.from_url(settings.REDIS_URL)
+    worker = Worker([Queue("heartbeat-test", connection=connection)], connection=connection)
+    worker.register_birth()  # type: ignore[no-untyped-call]
+    yield worker
+    worker.register_death()  # type: ignore[no-untyped-call]
+    connection.close()
+
+
+def last_beat(worker: Worker) -> bytes | None:
+    value = worker.connection.hget(worker.key, "last_heartbeat")
+    return value if isinstance(value, bytes) else None
+
+
+def test_beats_in_quick_succession_send_one(worker: Worker) -> None:
+    worker.heartbeat()
+    first = last_beat(worker)
+    assert first is not None
+    for _ in range(30):  # ten jobs' worth of RQ's loop
+        worker.heartbeat()
+    assert last_beat(worker) == first
+
+
+def test_a_due_beat_is_sent(worker: Worker) -> None:
+    worker.heartbeat()
+    first = last_beat(worker)
+    worker._beat_at -= HEARTBEAT_EVERY_S + 60  # as if the last beat were long ago
+    worker.heartbeat()
+    assert last_beat(worker) != first
+
+
+def test_a_beat_with_its_own_timeout_is_always_sent(worker: Worker) -> None:
+    worker.heartbeat()
+    worker.heartbeat(timeout=4321)
+    assert 4300 < worker.connection.ttl(worker.key) <= 4321
