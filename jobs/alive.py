@@ -47,17 +47,15 @@ def alive_mark(kind: str, work_ids: Iterable[str], ttl_s: float) -> bool:
     return True
 
 
-def alive_among(kind: str, work_ids: Iterable[str]) -> set[str]:
-    """Which of ``work_ids`` said they were alive within their TTL; none if Redis is away."""
+def silent_among(kind: str, work_ids: Iterable[str]) -> list[str]:
+    """Those of ``work_ids`` with no key in Redis: they did not say they were alive within
+    their TTL. All of them if Redis is away (the database's heartbeat then judges alone)."""
     ids = list(work_ids)
     if not ids:
-        return set()
+        return []
     try:
-        with redis_connection().pipeline(transaction=False) as pipe:
-            for work_id in ids:
-                pipe.exists(alive_key(kind, work_id))
-            found = pipe.execute()
+        found = redis_connection().mget([alive_key(kind, work_id) for work_id in ids])
     except Exception as exc:
         log.warning("could not ask Redis which %ss are alive: %s", kind, exc)
-        return set()
-    return {work_id for work_id, there in zip(ids, found, strict=True) if there}
+        return ids
+    return [work_id for work_id, there in zip(ids, found, strict=True) if there is None]

@@ -265,11 +265,17 @@ def _first_held(owner_id: int) -> HeldJob | None:
     return cast(HeldJob, rows[0]) if rows else None
 
 
+_NOW_SQL: dict[str, str] = {}
+
+
 def _database_now_sql(connection: Any) -> str:
-    """The database's time (``agentsite.core.clock``) as SQL of ``connection``'s dialect."""
-    compiler = Job.objects.none().query.get_compiler(connection=connection)
-    sql, _ = compiler.compile(database_now())
-    return str(sql)
+    """The database's time (``agentsite.core.clock``) as SQL of ``connection``'s dialect,
+    compiled once per vendor."""
+    sql = _NOW_SQL.get(connection.vendor)
+    if sql is None:
+        compiler = Job.objects.none().query.get_compiler(connection=connection)
+        sql = _NOW_SQL[connection.vendor] = str(compiler.compile(database_now())[0])
+    return sql
 
 
 def job_hand_over(*, job_id: str, timeout_s: float) -> bool:

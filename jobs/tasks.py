@@ -17,7 +17,7 @@ from django.db.models import Q
 from agentsite.core.clock import database_now_plus
 from agentsite.core.periodic import PeriodicTask
 from jobs import dispatch, lifecycle, retention, services, webhooks
-from jobs.alive import alive_among
+from jobs.alive import silent_among
 from jobs.handoff import connections_detach_inherited
 from jobs.heartbeat import stop_horse
 from jobs.lifecycle import JobTransitionError
@@ -63,10 +63,8 @@ def lost_jobs_fail() -> int:
     silent = Job.objects.filter(status=Job.Status.RUNNING).filter(
         Q(heartbeat_at__lt=stale) | Q(heartbeat_at__isnull=True, started_at__lt=stale)
     )
-    ids = list(silent.values_list("id", flat=True))
-    alive = alive_among("job", ids)
     return jobs_end_and_stop(
-        [job_id for job_id in ids if job_id not in alive],
+        silent_among("job", silent.values_list("id", flat=True)),
         lambda job_id: lifecycle.job_fail(
             job_id=job_id,
             code="worker_lost",

@@ -34,7 +34,7 @@ from rq.job import Job as RqJob
 
 from agentsite.core.clock import database_now, database_now_plus
 from agentsite.core.queries import get_or_none
-from jobs.alive import alive_among
+from jobs.alive import silent_among
 from jobs.live import redis_connection
 from sessions.client_tools import client_tools_of
 from sessions.events import event_append
@@ -399,15 +399,12 @@ def runs_reap() -> dict[str, int]:
     session's queued run (if any) is started, so a dead worker never wedges a
     session.
     """
-    stale = list(
-        Run.objects.filter(
-            status=Run.Status.RUNNING, heartbeat_at__lt=database_now_plus(-RUN_STALE_AFTER_S)
-        ).values_list("id", flat=True)
-    )
-    # A turn worker cut off from the database (a failover) still says so in Redis.
-    alive = alive_among("run", stale)
+    stale = Run.objects.filter(
+        status=Run.Status.RUNNING, heartbeat_at__lt=database_now_plus(-RUN_STALE_AFTER_S)
+    ).values_list("id", flat=True)
     failed = 0
-    for run_id in [run_id for run_id in stale if run_id not in alive]:
+    # A turn worker cut off from the database (a failover) still says so in Redis.
+    for run_id in silent_among("run", stale):
         failed += run_fail(
             run_id=run_id,
             code="worker_lost",
