@@ -70,6 +70,7 @@ from bench.support import (
     scratch_environment,
     tree_pss,
     tree_ticks,
+    tree_ticks_by_process,
 )
 
 LEVELS = [int(n) for n in os.environ.get("BENCH_USERS", "1,50,200").split(",") if n.strip()]
@@ -175,6 +176,7 @@ class Step:
     pss_peak: float = 0.0
     client_cpu_s: float = 0.0
     elapsed_s: float = 0.0
+    cpu_by_process: dict[str, float] = field(default_factory=dict)  # seconds
 
 
 @dataclass
@@ -276,6 +278,8 @@ class Agentsite(Server):
             f" AGENTSITE_OFFLINE_CALL_S={os.environ['AGENTSITE_OFFLINE_CALL_S']}"
             f" AGENTSITE_OFFLINE_OUTPUT_TOKEN_S={os.environ['AGENTSITE_OFFLINE_OUTPUT_TOKEN_S']}",
             f"LOG_LEVEL={os.environ['LOG_LEVEL']}, per-user quotas off (AGENTSITE_QUOTA_*=0)",
+            f"AGENTSITE_TURN_CONCURRENCY={settings.AGENTSITE_TURN_CONCURRENCY} (turns a worker"
+            f" runs at once), AGENTSITE_DELTA_WRITES_PER_S={settings.AGENTSITE_DELTA_WRITES_PER_S}",
         ]
 
     def headers(self, i: int) -> dict[str, str]:
@@ -578,9 +582,12 @@ async def run_step(
 
     sampler = asyncio.create_task(sample())
     before, client_before = tree_ticks(roots), time.process_time()
+    by_process = tree_ticks_by_process(roots)
     end = time.monotonic() + seconds
     await asyncio.gather(*(server.user(i, step, end) for i in range(1 if warm_up else users)))
     step.cpu_s = (tree_ticks(roots) - before) / TICKS_PER_S
+    for label, ticks in tree_ticks_by_process(roots).items():
+        step.cpu_by_process[label] = (ticks - by_process.get(label, 0)) / TICKS_PER_S
     step.elapsed_s = time.monotonic() - end + seconds
     step.client_cpu_s = time.process_time() - client_before
     stop.set()
@@ -680,6 +687,11 @@ def report(results: dict[str, Measured]) -> None:
             )
             for line in sorted(set(step.errors))[:3]:
                 print(f"           error: {line}")
+            spent = sorted(step.cpu_by_process.items(), key=lambda item: -item[1])
+            print(
+                "           CPU/turn by process: "
+                + ", ".join(f"{label} {1000 * s / turns:.1f}" for label, s in spent if s > 0)
+            )
         if {"agentsite", "langgraph"} <= figures.keys():
             a, p = figures["agentsite"], figures["langgraph"]
             print(

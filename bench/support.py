@@ -247,6 +247,32 @@ def tree_ticks(roots: list[int]) -> int:
     return total
 
 
+def process_label(pid: int) -> str:
+    """A short name for a process: its program and the first words that say its role."""
+    words = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    words = [w.decode(errors="replace") for w in words if w]
+    if not words:
+        return "?"
+    names = [Path(w).name for w in words if not w.startswith("-")]
+    if len(names) > 1 and names[0].startswith("python"):
+        names = names[1:]
+        if names[0] == "manage.py" and len(names) > 1:
+            return " ".join(names[1:3])
+    return " ".join(names[:2])
+
+
+def tree_ticks_by_process(roots: list[int]) -> dict[str, int]:
+    """CPU ticks of every process of the tree, summed by ``process_label``."""
+    found: dict[str, int] = {}
+    for pid in tree(roots):
+        try:
+            label = process_label(pid)
+            found[label] = found.get(label, 0) + sum(cpu_ticks(pid))
+        except OSError:
+            continue
+    return found
+
+
 def tree_pss(roots: list[int]) -> float:
     total = 0.0
     for pid in tree(roots):
