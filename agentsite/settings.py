@@ -356,6 +356,10 @@ AGENTSITE_TURN_DB_THREADS = env_int(
     "AGENTSITE_TURN_DB_THREADS", 1 if _database["ENGINE"].endswith("sqlite3") else 8
 )
 AGENTSITE_TURN_TOOL_THREADS = env_int("AGENTSITE_TURN_TOOL_THREADS", 8)
+# The assistant_delta rows a turn worker writes a second across all the answers it
+# streams: with few answers each writes every 0.05 s, with many each less often, at
+# least every 0.25 s (sessions.loop.TextStreams).
+AGENTSITE_DELTA_WRITES_PER_S = env_int("AGENTSITE_DELTA_WRITES_PER_S", 100)
 # Threads of a web process that run blocking tools called over MCP: a pool of
 # their own, so that a flood of slow calls waits there and never holds up requests.
 AGENTSITE_BLOCKING_TOOL_THREADS = env_int("AGENTSITE_BLOCKING_TOOL_THREADS", 4)

@@ -48,9 +48,30 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 FLUSH_EVERY_S = 0.05
+FLUSH_MAX_S = 0.25
 FLUSH_AT_CHARS = 400
 MAX_MODEL_CALLS = 8
 HANDED_BACK = "handed_back"
+
+
+class TextStreams:
+    """The text streams of one turn runtime, and the pace their deltas are written at.
+
+    Every delta is a row written, published and sent to each listener, about
+    1.5 ms of CPU across the processes: a worker streaming forty answers at
+    once at one write every ``FLUSH_EVERY_S`` would spend most of a core on
+    them. So the runtime's streams share a budget of ``writes_per_s``
+    (``AGENTSITE_DELTA_WRITES_PER_S``): with few streams each writes every
+    ``FLUSH_EVERY_S``; with more, each writes less often, never less often than
+    every ``FLUSH_MAX_S``. The first delta of an answer is never held back.
+    """
+
+    def __init__(self, writes_per_s: float) -> None:
+        self.writes_per_s = writes_per_s
+        self.open = 0
+
+    def interval(self) -> float:
+        return min(FLUSH_MAX_S, max(FLUSH_EVERY_S, self.open / self.writes_per_s))
 
 
 class DeltaWriter:
@@ -58,15 +79,25 @@ class DeltaWriter:
 
     At most one delta write is in flight per turn, and the model's stream
     never waits for it: text that arrives meanwhile joins the next write,
-    which starts ``FLUSH_EVERY_S`` after the previous one started (at once
-    when ``FLUSH_AT_CHARS`` wait). So a long answer is tens of rows, not
-    thousands, and a slow database makes the deltas fewer and larger rather
-    than more: the cost of a turn does not grow with the load. A timer is set
-    only while text waits: a turn waiting for its model costs the loop nothing.
+    which starts an interval after the previous one started (at once when
+    ``FLUSH_AT_CHARS`` wait; the interval is ``TextStreams.interval``). So a
+    long answer is tens of rows, not thousands, and a slow database or many
+    answers at once make the deltas fewer and larger rather than more: the cost
+    of a turn does not grow with the load. A timer is set only while text
+    waits: a turn waiting for its model costs the loop nothing.
     """
 
-    def __init__(self, *, runtime: TurnRuntime, session_id: str, run_id: str) -> None:
+    def __init__(
+        self,
+        *,
+        runtime: TurnRuntime,
+        session_id: str,
+        run_id: str,
+        streams: TextStreams | None = None,
+    ) -> None:
         self.runtime = runtime
+        self.streams = streams if streams is not None else TextStreams(1 / FLUSH_EVERY_S)
+        self.streaming = False
         self.session_id = session_id
         self.run_id = run_id
         self.buffer = ""
@@ -81,12 +112,20 @@ class DeltaWriter:
         self._raise_failed()
         self.buffer += text
         self.segment += text
+        if not self.streaming:
+            self.streaming = True
+            self.streams.open += 1
         self._schedule()
+
+    def _stream_end(self) -> None:
+        if self.streaming:
+            self.streaming = False
+            self.streams.open -= 1
 
     def _schedule(self) -> None:
         if self.closed or self.writing is not None or self.timer is not None or not self.buffer:
             return
-        wait = FLUSH_EVERY_S - (time.monotonic() - self.last_write)
+        wait = self.streams.interval() - (time.monotonic() - self.last_write)
         if wait <= 0 or len(self.buffer) >= FLUSH_AT_CHARS:
             self._start_write()
         else:
@@ -143,10 +182,12 @@ class DeltaWriter:
     async def close(self) -> None:
         """Stop the timer and let a write in flight finish; nothing is written after."""
         self.closed = True
+        self._stream_end()
         self._stop_timer()
         await self._settle()
 
     def take_segment(self) -> str:
+        self._stream_end()
         text, self.segment = self.segment, ""
         return text
 
@@ -171,7 +212,9 @@ class Turn:
         self.run_id = run_id
         self.conversation = conversation
         self.model = get_model_client(session.model, session_id=session.id)
-        self.writer = DeltaWriter(runtime=runtime, session_id=session.id, run_id=run_id)
+        self.writer = DeltaWriter(
+            runtime=runtime, session_id=session.id, run_id=run_id, streams=runtime.text_streams
+        )
         self.usage: dict[str, int] = {"input_tokens": 0, "output_tokens": 0, "model_calls": 0}
         self.first_token = False
         self.open_calls: dict[str, ToolUse] = {}

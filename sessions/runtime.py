@@ -42,7 +42,7 @@ from agentsite.core.logcontext import log_context_bind, logged_with
 from jobs.alive import alive_mark
 from jobs.registry import get_tool
 from sessions.conversation import Conversation, conversation_build
-from sessions.loop import HANDED_BACK, Turn
+from sessions.loop import HANDED_BACK, TextStreams, Turn
 from sessions.models import AgentSession
 from sessions.runs import (
     HEARTBEAT_EVERY_S,
@@ -108,6 +108,7 @@ class TurnRuntime:
         # Per-call connections for a short-lived runtime; a worker's pool keeps them.
         self.close_connections = close_connections
         self.turns: dict[str, Turn] = {}
+        self.text_streams = TextStreams(settings.AGENTSITE_DELTA_WRITES_PER_S)
         self.handing_back: str | None = None
 
     async def db(self, fn: Callable[..., T], /, **kwargs: Any) -> T:

@@ -67,6 +67,7 @@ def check_turn_pools() -> list[CheckMessage]:
         "AGENTSITE_TURN_DB_THREADS",
         "AGENTSITE_TURN_TOOL_THREADS",
         "AGENTSITE_BLOCKING_TOOL_THREADS",
+        "AGENTSITE_DELTA_WRITES_PER_S",
     )
     return [
         Error(

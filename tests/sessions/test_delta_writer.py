@@ -143,3 +143,47 @@ def test_nothing_is_written_after_close(user: Any) -> None:
 
     asyncio.run(main())
     assert deltas(run) == ["first "]
+
+
+def test_the_interval_stretches_with_the_streams_of_a_runtime() -> None:
+    streams = loop.TextStreams(writes_per_s=100)
+    assert streams.interval() == loop.FLUSH_EVERY_S
+    streams.open = 5
+    assert streams.interval() == loop.FLUSH_EVERY_S
+    streams.open = 20
+    assert streams.interval() == pytest.approx(0.2)
+    streams.open = 400
+    assert streams.interval() == loop.FLUSH_MAX_S
+
+
+def test_many_answers_at_once_share_the_runtime_s_write_budget(user: Any) -> None:
+    # Before: every answer wrote a delta every FLUSH_EVERY_S however many were
+    # streaming, so a worker's delta writes a second grew with its answers.
+    runs = [running_run(user) for _ in range(20)]
+    streams = loop.TextStreams(writes_per_s=40)  # 20 streams: each writes every 0.25 s
+    writers = [
+        DeltaWriter(
+            runtime=SlowDatabase(0.0), session_id=r.session_id, run_id=r.id, streams=streams
+        )  # type: ignore[arg-type]
+        for r in runs
+    ]
+    pieces = [f"w{i} " for i in range(25)]  # 25 pieces 0.02 s apart: half a second
+
+    async def main() -> None:
+        await asyncio.gather(*(stream(w, pieces, gap_s=0.02) for w in writers))
+
+    asyncio.run(main())
+    assert streams.open == 0  # each stream left the count when it closed
+    for r in runs:
+        written = deltas(r)
+        assert "".join(written) == "".join(pieces)  # every piece, in order, once
+        # The first piece at once, then one write every 0.25 s: 3 or 4 rows (6 if
+        # the box is slow), where a write every FLUSH_EVERY_S makes 10 or more.
+        assert len(written) <= 6, written
+    # Alone, the same stream writes every FLUSH_EVERY_S.
+    alone = running_run(user)
+    writer = DeltaWriter(
+        runtime=SlowDatabase(0.0), session_id=alone.session_id, run_id=alone.id, streams=streams
+    )  # type: ignore[arg-type]
+    asyncio.run(stream(writer, pieces * 2, gap_s=0.02))
+    assert len(deltas(alone)) >= 10
