@@ -347,8 +347,10 @@ AGENTSITE_CONTEXT_BUDGET_TOKENS = env_int("AGENTSITE_CONTEXT_BUDGET_TOKENS", 60_
 AGENTSITE_RUN_STALE_S = env_float("AGENTSITE_RUN_STALE_S", 15.0)
 # A turn worker (sessions.worker.TurnWorker) runs up to this many turns at once on
 # one event loop; their queries share DB_THREADS threads (one connection each)
-# and their blocking tools TOOL_THREADS threads.
-AGENTSITE_TURN_CONCURRENCY = env_int("AGENTSITE_TURN_CONCURRENCY", 100)
+# and their blocking tools TOOL_THREADS threads. A turn waiting for its model costs
+# a coroutine and a socket: at 100, a box of 200 users (a turn of 4 s every 8 s)
+# filled the slots and its turns queued behind them (docs/benchmarks.md).
+AGENTSITE_TURN_CONCURRENCY = env_int("AGENTSITE_TURN_CONCURRENCY", 400)
 # SQLite has one writer: more threads in one process only wait on its lock, and its
 # busy handler sleeps in coarse steps, so on SQLite one thread carries them
 # (docs/benchmarks.md); PostgreSQL gets a pool.
