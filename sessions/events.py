@@ -38,8 +38,21 @@ def event_append(
     (PostgreSQL) or the database write lock (SQLite, IMMEDIATE transactions),
     so concurrent appenders from any number of processes queue up and each
     gets the next number: no gap, no duplicate. The same statement reads whether
-    the session's log is watched (``sessions.log_watch``).
+    the session's log is watched (``sessions.log_watch``). On PostgreSQL the bump
+    and the insert are one statement (one round trip where a transaction of its
+    own took four: a turn's deltas are most of a turn's statements).
     """
+    connection = transaction.get_connection()
+    if connection.vendor == "postgresql":
+        event, watched = _append_one_statement(
+            connection,
+            Event(
+                session_id=session_id, kind=kind, payload=payload, pending=pending, run_id=run_id
+            ),
+        )
+        # In autocommit (a turn's delta) the statement has committed and this runs now.
+        transaction.on_commit(lambda: event_committed(event, watched=watched))
+        return event
     # No savepoint inside a caller's transaction: a failure here fails that whole
     # transaction (Django marks it for rollback), which is what every caller wants.
     with transaction.atomic(savepoint=False):
@@ -54,6 +67,57 @@ def event_append(
         )
         transaction.on_commit(lambda: event_committed(event, watched=watched))
     return event
+
+
+_INSERT_FIELDS = ("session", "kind", "payload", "pending", "run", "created_at")
+
+
+def _append_sql(connection: Any) -> str:
+    """The bump of the session's ``last_seq`` and the insert under it, in one statement."""
+    quote = connection.ops.quote_name
+    session, event = AgentSession._meta, Event._meta
+    last_seq = quote(session.get_field("last_seq").column)
+    columns = [quote(event.get_field(name).column) for name in _INSERT_FIELDS]
+    return (
+        f"WITH bumped AS (UPDATE {quote(session.db_table)}"
+        f" SET {last_seq} = {last_seq} + 1, {quote(session.get_field('updated_at').column)} = %s"
+        f" WHERE {quote(session.pk.column)} = %s"
+        f" RETURNING {last_seq}, {quote(session.get_field('watched').column)}),"
+        f" inserted AS (INSERT INTO {quote(event.db_table)}"
+        f" ({', '.join(columns)}, {quote(event.get_field('seq').column)})"
+        f" SELECT {', '.join(['%s'] * len(columns))}, {last_seq} FROM bumped"
+        f" RETURNING {quote(event.pk.column)}, {quote(event.get_field('seq').column)})"
+        f" SELECT inserted.*, bumped.{quote(session.get_field('watched').column)}"
+        " FROM inserted, bumped"
+    )
+
+
+_APPEND_SQL: dict[str, str] = {}
+
+
+def _append_one_statement(connection: Any, event: Event) -> tuple[Event, bool]:
+    """PostgreSQL: ``event`` saved under the session's next seq in one round trip.
+
+    The UPDATE takes the session row's lock as ``_seq_next`` does and holds it to
+    the end of the statement's transaction (the caller's, or the statement's own
+    in autocommit): concurrent appenders still queue and each gets the next number.
+    """
+    sql = _APPEND_SQL.get(connection.alias)
+    if sql is None:
+        sql = _APPEND_SQL[connection.alias] = _append_sql(connection)
+    event.created_at = now = timezone.now()
+    fields = [Event._meta.get_field(name) for name in _INSERT_FIELDS]
+    values = [field.get_db_prep_save(getattr(event, field.attname), connection) for field in fields]
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [now, event.session_id, *values])
+        row = cursor.fetchone()
+    if row is None:
+        if connection.in_atomic_block:
+            transaction.set_rollback(True)  # as a failure inside ``atomic`` marks it
+        raise AgentSession.DoesNotExist(f"session {event.session_id} does not exist")
+    event.pk, event.seq = row[0], int(row[1])
+    event._state.adding, event._state.db = False, connection.alias
+    return event, bool(row[2])
 
 
 def event_committed(event: Event, *, watched: bool) -> None:

@@ -67,3 +67,32 @@ def test_concurrent_writer_processes_never_leave_gaps_or_duplicates(user: Any) -
             if e.payload["w"] == str(w)
         ]
         assert mine == list(range(per_writer))
+
+
+def test_the_event_returned_is_the_row_stored(user: Any) -> None:
+    session = AgentSession.objects.create(owner=user)
+    made = event_append(
+        session_id=session.id, kind="assistant_delta", payload={"text": "héllo", "n": [1, None]}
+    )
+    stored = Event.objects.get(pk=made.pk)
+    assert (made.seq, made.kind, made.payload, made.pending, made.run_id) == (
+        stored.seq,
+        stored.kind,
+        stored.payload,
+        stored.pending,
+        stored.run_id,
+    )
+    assert made.created_at == stored.created_at
+    assert stored.consumed_by_id is None
+
+
+def test_a_missing_session_fails_the_callers_whole_transaction(user: Any) -> None:
+    from django.db import transaction
+
+    kept = AgentSession.objects.create(owner=user)
+    with transaction.atomic():
+        event_append(session_id=kept.id, kind="user_message", payload={})
+        with pytest.raises(AgentSession.DoesNotExist):
+            event_append(session_id="ses_missing", kind="user_message", payload={})
+    # The caller went on and left its block normally: nothing of it was committed.
+    assert not Event.objects.filter(session=kept).exists()
