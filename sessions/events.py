@@ -7,11 +7,12 @@ replaying from the log.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from typing import Any
 
 from django.db import transaction
-from django.db.models import F
+from django.db.models import F, Field, Model
 from django.utils import timezone
 
 from jobs.live import group_send
@@ -72,23 +73,26 @@ def event_append(
 _INSERT_FIELDS = ("session", "kind", "payload", "pending", "run", "created_at")
 
 
+@functools.cache
+def _fields(model: type[Model]) -> dict[str, Field[Any, Any]]:
+    return {field.name: field for field in model._meta.concrete_fields}
+
+
 def _append_sql(connection: Any) -> str:
     """The bump of the session's ``last_seq`` and the insert under it, in one statement."""
     quote = connection.ops.quote_name
-    session, event = AgentSession._meta, Event._meta
-    last_seq = quote(session.get_field("last_seq").column)
-    columns = [quote(event.get_field(name).column) for name in _INSERT_FIELDS]
+    session, event = _fields(AgentSession), _fields(Event)
+    last_seq, watched = quote(session["last_seq"].column), quote(session["watched"].column)
+    columns = [quote(event[name].column) for name in _INSERT_FIELDS]
     return (
-        f"WITH bumped AS (UPDATE {quote(session.db_table)}"
-        f" SET {last_seq} = {last_seq} + 1, {quote(session.get_field('updated_at').column)} = %s"
-        f" WHERE {quote(session.pk.column)} = %s"
-        f" RETURNING {last_seq}, {quote(session.get_field('watched').column)}),"
-        f" inserted AS (INSERT INTO {quote(event.db_table)}"
-        f" ({', '.join(columns)}, {quote(event.get_field('seq').column)})"
+        f"WITH bumped AS (UPDATE {quote(AgentSession._meta.db_table)}"
+        f" SET {last_seq} = {last_seq} + 1, {quote(session['updated_at'].column)} = %s"
+        f" WHERE {quote(session['id'].column)} = %s RETURNING {last_seq}, {watched}),"
+        f" inserted AS (INSERT INTO {quote(Event._meta.db_table)}"
+        f" ({', '.join(columns)}, {quote(event['seq'].column)})"
         f" SELECT {', '.join(['%s'] * len(columns))}, {last_seq} FROM bumped"
-        f" RETURNING {quote(event.pk.column)}, {quote(event.get_field('seq').column)})"
-        f" SELECT inserted.*, bumped.{quote(session.get_field('watched').column)}"
-        " FROM inserted, bumped"
+        f" RETURNING {quote(event['id'].column)}, {quote(event['seq'].column)})"
+        f" SELECT inserted.*, bumped.{watched} FROM inserted, bumped"
     )
 
 
@@ -106,8 +110,11 @@ def _append_one_statement(connection: Any, event: Event) -> tuple[Event, bool]:
     if sql is None:
         sql = _APPEND_SQL[connection.alias] = _append_sql(connection)
     event.created_at = now = timezone.now()
-    fields = [Event._meta.get_field(name) for name in _INSERT_FIELDS]
-    values = [field.get_db_prep_save(getattr(event, field.attname), connection) for field in fields]
+    fields = _fields(Event)
+    values = [
+        fields[name].get_db_prep_save(getattr(event, fields[name].attname), connection)
+        for name in _INSERT_FIELDS
+    ]
     with connection.cursor() as cursor:
         cursor.execute(sql, [now, event.session_id, *values])
         row = cursor.fetchone()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from asgiref.sync import sync_to_async
@@ -163,8 +163,11 @@ def test_many_answers_at_once_share_the_runtime_s_write_budget(user: Any) -> Non
     streams = loop.TextStreams(writes_per_s=40)  # 20 streams: each writes every 0.25 s
     writers = [
         DeltaWriter(
-            runtime=SlowDatabase(0.0), session_id=r.session_id, run_id=r.id, streams=streams
-        )  # type: ignore[arg-type]
+            runtime=cast(Any, SlowDatabase(0.0)),
+            session_id=r.session_id,
+            run_id=r.id,
+            streams=streams,
+        )
         for r in runs
     ]
     pieces = [f"w{i} " for i in range(25)]  # 25 pieces 0.02 s apart: half a second
@@ -183,7 +186,10 @@ def test_many_answers_at_once_share_the_runtime_s_write_budget(user: Any) -> Non
     # Alone, the same stream writes every FLUSH_EVERY_S.
     alone = running_run(user)
     writer = DeltaWriter(
-        runtime=SlowDatabase(0.0), session_id=alone.session_id, run_id=alone.id, streams=streams
-    )  # type: ignore[arg-type]
+        runtime=cast(Any, SlowDatabase(0.0)),
+        session_id=alone.session_id,
+        run_id=alone.id,
+        streams=streams,
+    )
     asyncio.run(stream(writer, pieces * 2, gap_s=0.02))
     assert len(deltas(alone)) >= 10
