@@ -11,7 +11,7 @@ import functools
 from collections.abc import Mapping
 from typing import Any
 
-from django.db import transaction
+from django.db import connections, transaction
 from django.db.models import F, Field, Model
 from django.utils import timezone
 
@@ -78,25 +78,39 @@ def _fields(model: type[Model]) -> dict[str, Field[Any, Any]]:
     return {field.name: field for field in model._meta.concrete_fields}
 
 
-def _append_sql(connection: Any) -> str:
-    """The bump of the session's ``last_seq`` and the insert under it, in one statement."""
-    quote = connection.ops.quote_name
-    session, event = _fields(AgentSession), _fields(Event)
-    last_seq, watched = quote(session["last_seq"].column), quote(session["watched"].column)
-    columns = [quote(event[name].column) for name in _INSERT_FIELDS]
+@functools.cache
+def _columns(model: type[Model]) -> dict[str, str]:
+    return {name: str(field.column) for name, field in _fields(model).items()}
+
+
+@functools.cache
+def _bump_sql(alias: str) -> str:
+    """The bump of a session's ``last_seq`` (and ``updated_at``, the first parameter),
+    returning it and whether the session is watched."""
+    quote = connections[alias].ops.quote_name
+    session = _columns(AgentSession)
+    last_seq, watched = quote(session["last_seq"]), quote(session["watched"])
     return (
-        f"WITH bumped AS (UPDATE {quote(AgentSession._meta.db_table)}"
-        f" SET {last_seq} = {last_seq} + 1, {quote(session['updated_at'].column)} = %s"
-        f" WHERE {quote(session['id'].column)} = %s RETURNING {last_seq}, {watched}),"
-        f" inserted AS (INSERT INTO {quote(Event._meta.db_table)}"
-        f" ({', '.join(columns)}, {quote(event['seq'].column)})"
-        f" SELECT {', '.join(['%s'] * len(columns))}, {last_seq} FROM bumped"
-        f" RETURNING {quote(event['id'].column)}, {quote(event['seq'].column)})"
-        f" SELECT inserted.*, bumped.{watched} FROM inserted, bumped"
+        f"UPDATE {quote(AgentSession._meta.db_table)} SET {last_seq} = {last_seq} + 1,"
+        f" {quote(session['updated_at'])} = %s"
+        f" WHERE {quote(session['id'])} = %s RETURNING {last_seq}, {watched}"
     )
 
 
-_APPEND_SQL: dict[str, str] = {}
+@functools.cache
+def _append_sql(alias: str) -> str:
+    """The bump and the insert under the number it returns, in one statement (PostgreSQL)."""
+    quote = connections[alias].ops.quote_name
+    session, event = _columns(AgentSession), _columns(Event)
+    last_seq, seq = quote(session["last_seq"]), quote(event["seq"])
+    columns = [quote(event[name]) for name in _INSERT_FIELDS]
+    return (
+        f"WITH bumped AS ({_bump_sql(alias)}),"
+        f" inserted AS (INSERT INTO {quote(Event._meta.db_table)} ({', '.join(columns)}, {seq})"
+        f" SELECT {', '.join(['%s'] * len(columns))}, {last_seq} FROM bumped"
+        f" RETURNING {quote(event['id'])}, {seq})"
+        f" SELECT inserted.*, bumped.{quote(session['watched'])} FROM inserted, bumped"
+    )
 
 
 def _append_one_statement(connection: Any, event: Event) -> tuple[Event, bool]:
@@ -106,9 +120,7 @@ def _append_one_statement(connection: Any, event: Event) -> tuple[Event, bool]:
     the end of the statement's transaction (the caller's, or the statement's own
     in autocommit): concurrent appenders still queue and each gets the next number.
     """
-    sql = _APPEND_SQL.get(connection.alias)
-    if sql is None:
-        sql = _APPEND_SQL[connection.alias] = _append_sql(connection)
+    sql = _append_sql(connection.alias)
     event.created_at = now = timezone.now()
     fields = _fields(Event)
     values = [
@@ -139,15 +151,9 @@ def _seq_next(session_id: str) -> tuple[int, bool]:
     two elsewhere."""
     connection = transaction.get_connection()
     if connection.features.can_return_columns_from_insert:
-        meta = AgentSession._meta
-        quote = connection.ops.quote_name
-        last_seq = quote(meta.get_field("last_seq").column)
-        watched = quote(meta.get_field("watched").column)
         with connection.cursor() as cursor:
             cursor.execute(
-                f"UPDATE {quote(meta.db_table)} SET {last_seq} = {last_seq} + 1,"
-                f" {quote(meta.get_field('updated_at').column)} = %s"
-                f" WHERE {quote(meta.pk.column)} = %s RETURNING {last_seq}, {watched}",
+                _bump_sql(connection.alias),
                 [connection.ops.adapt_datetimefield_value(timezone.now()), session_id],
             )
             row = cursor.fetchone()

@@ -6,6 +6,7 @@ import textwrap
 from typing import Any
 
 import pytest
+from django.db import transaction
 
 from sessions.events import event_append
 from sessions.models import AgentSession, Event
@@ -87,8 +88,6 @@ def test_the_event_returned_is_the_row_stored(user: Any) -> None:
 
 
 def test_a_missing_session_fails_the_callers_whole_transaction(user: Any) -> None:
-    from django.db import transaction
-
     kept = AgentSession.objects.create(owner=user)
     with transaction.atomic():
         event_append(session_id=kept.id, kind="user_message", payload={})
