@@ -41,16 +41,14 @@ def event_append(
     gets the next number: no gap, no duplicate. The same statement reads whether
     the session's log is watched (``sessions.log_watch``). On PostgreSQL the bump
     and the insert are one statement (one round trip where a transaction of its
-    own took four: a turn's deltas are most of a turn's statements).
+    own took four: a turn's deltas are most of a turn's statements); on SQLite
+    they are two, each written out once rather than built by the ORM at every
+    append.
     """
     connection = transaction.get_connection()
+    event = Event(session_id=session_id, kind=kind, payload=payload, pending=pending, run_id=run_id)
     if connection.vendor == "postgresql":
-        event, watched = _append_one_statement(
-            connection,
-            Event(
-                session_id=session_id, kind=kind, payload=payload, pending=pending, run_id=run_id
-            ),
-        )
+        event, watched = _append_one_statement(connection, event)
         # In autocommit (a turn's delta) the statement has committed and this runs now.
         transaction.on_commit(lambda: event_committed(event, watched=watched))
         return event
@@ -58,14 +56,11 @@ def event_append(
     # transaction (Django marks it for rollback), which is what every caller wants.
     with transaction.atomic(savepoint=False):
         seq, watched = _seq_next(session_id)
-        event = Event.objects.create(
-            session_id=session_id,
-            seq=seq,
-            kind=kind,
-            payload=payload,
-            pending=pending,
-            run_id=run_id,
-        )
+        event.seq = seq
+        if connection.features.can_return_columns_from_insert:
+            _insert(connection, event)
+        else:
+            event.save(force_insert=True)
         transaction.on_commit(lambda: event_committed(event, watched=watched))
     return event
 
@@ -113,6 +108,39 @@ def _append_sql(alias: str) -> str:
     )
 
 
+@functools.cache
+def _insert_sql(alias: str) -> str:
+    """The insert of an event whose seq is known, returning its id (SQLite 3.35+): the
+    statement written once, where the ORM would build and compile it at every delta."""
+    quote = connections[alias].ops.quote_name
+    event = _columns(Event)
+    columns = [quote(event[name]) for name in (*_INSERT_FIELDS, "seq")]
+    return (
+        f"INSERT INTO {quote(Event._meta.db_table)} ({', '.join(columns)})"
+        f" VALUES ({', '.join(['%s'] * len(columns))}) RETURNING {quote(event['id'])}"
+    )
+
+
+def _insert_values(connection: Any, event: Event) -> list[Any]:
+    """``event``'s values for ``_INSERT_FIELDS``, stamped now, as the database takes them."""
+    event.created_at = timezone.now()
+    fields = _fields(Event)
+    return [
+        fields[name].get_db_prep_save(getattr(event, fields[name].attname), connection)
+        for name in _INSERT_FIELDS
+    ]
+
+
+def _insert(connection: Any, event: Event) -> None:
+    """Insert ``event`` (its seq set) in one statement; its id is read back."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            _insert_sql(connection.alias), [*_insert_values(connection, event), event.seq]
+        )
+        event.pk = cursor.fetchone()[0]
+    event._state.adding, event._state.db = False, connection.alias
+
+
 def _append_one_statement(connection: Any, event: Event) -> tuple[Event, bool]:
     """PostgreSQL: ``event`` saved under the session's next seq in one round trip.
 
@@ -121,14 +149,9 @@ def _append_one_statement(connection: Any, event: Event) -> tuple[Event, bool]:
     in autocommit): concurrent appenders still queue and each gets the next number.
     """
     sql = _append_sql(connection.alias)
-    event.created_at = now = timezone.now()
-    fields = _fields(Event)
-    values = [
-        fields[name].get_db_prep_save(getattr(event, fields[name].attname), connection)
-        for name in _INSERT_FIELDS
-    ]
+    values = _insert_values(connection, event)
     with connection.cursor() as cursor:
-        cursor.execute(sql, [now, event.session_id, *values])
+        cursor.execute(sql, [event.created_at, event.session_id, *values])
         row = cursor.fetchone()
     if row is None:
         if connection.in_atomic_block:

@@ -9,7 +9,7 @@ import pytest
 from django.db import transaction
 
 from sessions.events import event_append
-from sessions.models import AgentSession, Event
+from sessions.models import AgentSession, Event, Run
 from tests.conftest import run_writers
 
 WRITER = textwrap.dedent(
@@ -70,10 +70,16 @@ def test_concurrent_writer_processes_never_leave_gaps_or_duplicates(user: Any) -
         assert mine == list(range(per_writer))
 
 
-def test_the_event_returned_is_the_row_stored(user: Any) -> None:
+@pytest.mark.parametrize("pending", [False, True])
+def test_the_event_returned_is_the_row_stored(user: Any, pending: bool) -> None:
     session = AgentSession.objects.create(owner=user)
+    run = Run.objects.create(session=session, owner=user)
     made = event_append(
-        session_id=session.id, kind="assistant_delta", payload={"text": "héllo", "n": [1, None]}
+        session_id=session.id,
+        kind="assistant_delta",
+        payload={"text": "héllo", "n": [1, None]},
+        pending=pending,
+        run_id=run.id,
     )
     stored = Event.objects.get(pk=made.pk)
     assert (made.seq, made.kind, made.payload, made.pending, made.run_id) == (
@@ -83,6 +89,7 @@ def test_the_event_returned_is_the_row_stored(user: Any) -> None:
         stored.pending,
         stored.run_id,
     )
+    assert (stored.pending, stored.run_id) == (pending, run.id)
     assert made.created_at == stored.created_at
     assert stored.consumed_by_id is None
 
