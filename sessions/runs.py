@@ -35,6 +35,8 @@ from rq.job import Job as RqJob
 from agentsite.core.clock import database_now, database_now_plus
 from agentsite.core.queries import get_or_none
 from jobs.alive import silent_among
+from jobs.groups import cancel_key
+from jobs.lifecycle import CANCEL_KEY_TTL_S
 from jobs.live import redis_connection
 from sessions.client_tools import client_tools_of
 from sessions.events import event_append
@@ -286,6 +288,13 @@ def runs_beat(*, run_ids: list[str]) -> None:
     )
 
 
+def runs_watch(*, run_ids: list[str]) -> set[str]:
+    """A worker's look at its running runs in the database: one heartbeat for all of
+    them, then which must stop (``runs_to_stop``)."""
+    runs_beat(run_ids=run_ids)
+    return runs_to_stop(run_ids=run_ids)
+
+
 def runs_to_stop(*, run_ids: list[str]) -> set[str]:
     """Which of ``run_ids`` must stop: interrupted, ended elsewhere, or gone.
 
@@ -385,11 +394,26 @@ def run_request_cancel(*, run_id: str) -> str:
     ):
         return Run.Status.CANCELLED
     if Run.objects.filter(pk=run_id, status=Run.Status.RUNNING).update(cancel_requested_at=now):
+        transaction.on_commit(lambda: _stop_signal(run_id))
         return "cancelling"
     status = get_or_none(Run.objects.filter(pk=run_id).values_list("status", flat=True))
     if status is None:
         raise Run.DoesNotExist(run_id)
     return "cancelling" if status == Run.Status.RUNNING else status
+
+
+def _stop_signal(run_id: str) -> None:
+    """Tell the worker running ``run_id`` now: its watcher reads the key every
+    ``sessions.runtime.CANCEL_POLL_S``. The request is already in the database, which
+    the worker reads at its next heartbeat, so Redis away only makes it later."""
+    try:
+        redis_connection().set(cancel_key(run_id), "1", ex=CANCEL_KEY_TTL_S)
+    except Exception as exc:
+        log.warning(
+            "could not signal the stop of run %s (%s); its worker sees it at its next heartbeat",
+            run_id,
+            exc,
+        )
 
 
 def runs_reap() -> dict[str, int]:

@@ -12,10 +12,13 @@ thread) per turn. What cannot wait on the loop goes to two bounded pools:
 - the **tool pool** (``AGENTSITE_TURN_TOOL_THREADS``): blocking tools, each
   under its tool's deadline, so a slow tool delays only the turn that called it.
 
-One watcher serves all the turns: every ``HEARTBEAT_EVERY_S`` one statement
-beats every running run, and every ``CANCEL_POLL_S`` one query finds the runs
-that were interrupted or ended elsewhere. Beside it, every running run's key in
-Redis says it is alive (``jobs.alive``) while the database is away.
+One watcher serves all the turns, and sleeps while there are none: every
+``CANCEL_POLL_S`` one read of Redis finds the runs asked to stop (the key
+``sessions.runs.run_request_cancel`` sets), and every ``HEARTBEAT_EVERY_S`` one
+call to the database beats every running run and finds those interrupted or ended
+elsewhere, which the database alone may say (Redis away, or a run failed by the
+reaper). Beside it, every running run's key in Redis says it is alive
+(``jobs.alive``) while the database is away.
 
 ``TurnThread`` runs a runtime on a loop in a thread of its own, for the RQ
 worker (``sessions.worker``); ``run_execute`` runs one turn in the calling
@@ -33,13 +36,16 @@ import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+import redis.asyncio
 from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.db import connections
 
 from agentsite.core.database import through_database_outage
 from agentsite.core.logcontext import log_context_bind, logged_with
+from agentsite.core.redis_connections import async_redis_client
 from jobs.alive import alive_mark
+from jobs.groups import cancel_key
 from jobs.registry import get_tool
 from sessions.conversation import Conversation, conversation_build
 from sessions.loop import HANDED_BACK, TextStreams, Turn
@@ -51,14 +57,15 @@ from sessions.runs import (
     run_complete,
     run_fail,
     run_start,
-    runs_beat,
-    runs_to_stop,
+    runs_watch,
 )
 from sessions.toolbox import tool_execute
 
 log = logging.getLogger(__name__)
 
 CANCEL_POLL_S = 0.2
+# How long one look for stop signals may wait on Redis before the watcher goes on.
+STOP_SIGNALS_WAIT_S = 1.0
 T = TypeVar("T")
 
 
@@ -110,6 +117,8 @@ class TurnRuntime:
         self.turns: dict[str, Turn] = {}
         self.text_streams = TextStreams(settings.AGENTSITE_DELTA_WRITES_PER_S)
         self.handing_back: str | None = None
+        self.busy = asyncio.Event()  # set when a turn starts; the watchers wait for it
+        self.redis: redis.asyncio.Redis | None = None  # the watcher's, on its loop
 
     async def db(self, fn: Callable[..., T], /, **kwargs: Any) -> T:
         """Run a synchronous database function on the pool and await its result."""
@@ -151,6 +160,7 @@ class TurnRuntime:
             session, conversation = await self.db(_turn_setup, claim=claim)
             turn = Turn(runtime=self, session=session, run_id=run_id, conversation=conversation)
             self.turns[run_id] = turn
+            self.busy.set()
             if self.handing_back is not None:
                 turn.hand_back(self.handing_back)
             try:
@@ -184,14 +194,24 @@ class TurnRuntime:
         """Every running turn's key in Redis (``jobs.alive``), beside the heartbeat in the
         database and apart from it: a database outage waits in ``watch``, not here."""
         while True:
+            await self.until_busy()
             await asyncio.sleep(HEARTBEAT_EVERY_S)
             run_ids = list(self.turns)
             if run_ids:
                 await asyncio.to_thread(alive_mark, "run", run_ids, RUN_STALE_AFTER_S)
 
+    async def until_busy(self) -> None:
+        """Return once a turn is running (at once if one is)."""
+        while not self.turns:
+            self.busy.clear()
+            await self.busy.wait()
+
     async def _watch(self) -> None:
         last_beat = time.monotonic()
         while True:
+            if not self.turns:
+                await self.until_busy()
+                last_beat = time.monotonic()  # the claim of the turn that woke us beat it
             await asyncio.sleep(CANCEL_POLL_S)
             run_ids = list(self.turns)
             if not run_ids:
@@ -199,8 +219,9 @@ class TurnRuntime:
             try:
                 if time.monotonic() - last_beat >= HEARTBEAT_EVERY_S:
                     last_beat = time.monotonic()
-                    await self.db(runs_beat, run_ids=run_ids)
-                stop = await self.db(runs_to_stop, run_ids=run_ids)
+                    stop = await self.db(runs_watch, run_ids=run_ids)
+                else:
+                    stop = await self.stop_signals(run_ids)
             except Exception:
                 log.warning("could not watch %d turns", len(run_ids), exc_info=True)
                 continue
@@ -208,6 +229,25 @@ class TurnRuntime:
                 turn = self.turns.get(run_id)
                 if turn is not None:
                     turn.interrupt()
+
+    async def stop_signals(self, run_ids: list[str]) -> set[str]:
+        """Those of ``run_ids`` asked to stop, as Redis says; none while Redis is away (the
+        database says at the next heartbeat). Read on this loop: no thread, no query."""
+        if self.redis is None:
+            self.redis = async_redis_client()
+        keys = [cancel_key(run_id) for run_id in run_ids]
+        try:
+            found = await asyncio.wait_for(self.redis.mget(keys), STOP_SIGNALS_WAIT_S)
+        except Exception as exc:
+            log.debug("could not read the stop signals of %d turns: %s", len(run_ids), exc)
+            return set()
+        return {run_id for run_id, there in zip(run_ids, found, strict=True) if there is not None}
+
+    async def aclose(self) -> None:
+        """Close what the watcher opened on this loop."""
+        client, self.redis = self.redis, None
+        if client is not None:
+            await client.aclose()
 
     def hand_back_all(self, reason: str) -> None:
         """Abandon every turn (and any about to start) so another worker takes it."""
@@ -233,6 +273,7 @@ async def _execute_alone(run_id: str) -> str:
     finally:
         watcher.cancel()
         await asyncio.gather(watcher, return_exceptions=True)
+        await runtime.aclose()
         runtime.shutdown()
 
 
@@ -262,6 +303,7 @@ class TurnThread:
         await self._closing.wait()
         watcher.cancel()
         await asyncio.gather(watcher, return_exceptions=True)
+        await self.runtime.aclose()
 
     def submit(self, run_id: str) -> concurrent.futures.Future[str]:
         assert self.loop is not None, "start() first"
