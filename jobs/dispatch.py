@@ -104,11 +104,13 @@ def jobs_dispatch() -> int:
 
     Call it outside any transaction (after a commit): the RQ enqueues follow its own.
     """
-    slots = slots_total()
-    if not _any_held() or _in_flight_count() >= slots:
-        # Nothing to hand over, or no slot free: no lock to take. A job held, or a
-        # slot freed, after this look asks for a dispatch of its own when it commits.
+    if not _any_held():
+        # Nothing to hand over: no lock to take, and no look at Redis for the tool workers.
+        # A job held after this look asks for a dispatch of its own when it commits.
         return 0
+    slots = slots_total()
+    if _in_flight_count() >= slots:
+        return 0  # no slot free: a slot freed after this look is handed over by its job's end
     with transaction.atomic():
         _dispatch_lock()
         return _slots_fill(slots)

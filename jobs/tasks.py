@@ -112,26 +112,29 @@ def lost_enqueues_repeat() -> int:
 
 
 def jobs_sweep() -> dict[str, int]:
-    """One pass over live jobs, webhook retries, expired idempotency keys and held jobs."""
+    """One pass over live jobs, webhook retries, expired idempotency keys and held jobs.
+
+    The passes over live jobs are skipped when no job is queued or running (one indexed
+    look): what an idle server pays every ``AGENTSITE_JOB_SWEEP_S``. A job that starts
+    just after the look is its own path's to hand over, and the next pass sees it.
+    """
+    live = Job.objects.filter(status__in=(Job.Status.QUEUED, Job.Status.RUNNING)).exists()
     return {
-        "lost": lost_jobs_fail(),
-        "overdue": overdue_jobs_stop(),
-        "released": waiting_jobs_release(),
-        "requeued": lost_enqueues_repeat(),
+        "lost": lost_jobs_fail() if live else 0,
+        "overdue": overdue_jobs_stop() if live else 0,
+        "released": waiting_jobs_release() if live else 0,
+        "requeued": lost_enqueues_repeat() if live else 0,
         "webhook_retries": webhooks.webhook_retries_due(),
         "keys_expired": services.idempotency_keys_expire(),
         # Last: the passes above may have freed slots or held jobs again.
-        "dispatched": dispatch.jobs_dispatch(),
+        "dispatched": dispatch.jobs_dispatch() if live else 0,
     }
 
 
 def sweep_jobs() -> dict[str, int]:
-    """The scheduler's periodic pass (``jobs_sweep``) in a process of its own."""
-    connections_detach_inherited()
-    try:
-        return jobs_sweep()
-    finally:
-        connections.close_all()
+    """The scheduler's periodic pass (``jobs_sweep``), run by a turn worker's chore thread,
+    which keeps its connection from one pass to the next (``sessions.worker``)."""
+    return jobs_sweep()
 
 
 def purge_jobs() -> dict[str, int]:

@@ -28,7 +28,6 @@ import time
 from typing import Any
 
 from django.conf import settings
-from django.db import connections
 from rq import Queue
 from rq.exceptions import StopRequested
 from rq.executions import Execution
@@ -37,6 +36,7 @@ from rq.timeouts import TimerDeathPenalty
 from rq.worker import SimpleWorker
 
 from agentsite.compat import rq as rq_internals
+from agentsite.core.database import connections_keep_if_sound
 from agentsite.core.workers import REDIS_DOWN, RidesOutRedis
 from sessions.loop import HANDED_BACK
 from sessions.runs import RUN_TURN, run_enqueue
@@ -127,7 +127,9 @@ class TurnWorker(RidesOutRedis, SimpleWorker):
         try:
             self.perform_job(job, queue, execution)
         finally:
-            connections.close_all()
+            # The two chore threads keep their connection from one sweep to the next (a
+            # sweep every few seconds would otherwise open one each time), unless it failed.
+            connections_keep_if_sound()
             self.slots.release()
 
     def _close(

@@ -51,3 +51,16 @@ def through_database_outage(action: Callable[[], T], *, what: str) -> T:
 def in_callers_transaction() -> bool:
     """Some connection of this thread is inside an ``atomic`` block."""
     return any(connection.in_atomic_block for connection in connections.all(initialized_only=True))
+
+
+def connections_keep_if_sound() -> None:
+    """After a unit of work in a long-lived thread: keep this thread's connections for the
+    next, except one on which an error occurred, which is closed (the next unit opens a
+    new one). A database error may mean the connection is broken, or open on a server
+    that can no longer write (a demoted primary): neither should serve the next unit.
+    """
+    for connection in connections.all(initialized_only=True):
+        if connection.connection is not None and (
+            connection.errors_occurred or connection.in_atomic_block
+        ):
+            connection.close()
