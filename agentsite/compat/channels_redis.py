@@ -7,7 +7,14 @@ Verified against channels_redis 4.3.0. Checked by ``tests/compat/test_channels_r
   ``{prefix}__group__{group}``; ``jobs/live.py`` publishes the same bytes itself.
 - ``RedisSingleShardConnection._do_receiving`` reads its connection only while the
   connection holds a subscription, and otherwise sleeps 100 ms between looks; one
-  standing subscription (``subscribe_standing_channel``) keeps it reading.
+  standing subscription (``subscribe_standing_channel``) keeps it reading. It reads with
+  a 100 ms timeout, so even then an idle web process woke ten times a second, each a
+  timeout raised and caught in redis-py (about 6 ms of CPU a second on a quiet box):
+  ``receiver_waits`` replaces it with the same loop reading until a message comes.
+  Nothing else reads that connection (subscribing only writes to it), a cancel of the
+  receive task (``flush``) ends the wait, and a dropped connection ends it with an error,
+  as it ended the 100 ms read (the TCP keepalive of ``DEAD_PEER_OPTIONS`` notices a
+  silent peer; the read timeout never did).
 - Each ``RedisSingleShardConnection`` reads its subscriptions through one redis-py
   ``PubSub`` (``_pubsub``, on the per-loop layer of ``RedisPubSubChannelLayer._get_layer``).
   When that connection drops, redis-py connects it again and re-subscribes, calling the
@@ -17,8 +24,11 @@ Verified against channels_redis 4.3.0. Checked by ``tests/compat/test_channels_r
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Mapping
 from typing import Any
+
+from channels_redis import pubsub as _pubsub
 
 PUBSUB_BACKEND = "channels_redis.pubsub.RedisPubSubChannelLayer"
 
@@ -34,9 +44,43 @@ def serialized(layer: Any, message: Mapping[str, object]) -> bytes:
     return data
 
 
+async def _do_receiving(self: Any) -> None:
+    """``RedisSingleShardConnection._do_receiving`` of 4.3.0, reading with no timeout."""
+    while True:
+        try:
+            if self._pubsub and self._pubsub.subscribed:
+                message = await self._pubsub.get_message(
+                    ignore_subscribe_messages=True, timeout=None
+                )
+                self._receive_message(message)
+            else:
+                await asyncio.sleep(0.1)
+        except (  # noqa: UP041  (the library's own lines, kept as they are)
+            asyncio.CancelledError,
+            asyncio.TimeoutError,
+            GeneratorExit,
+        ):
+            raise
+        except BaseException:
+            _pubsub.logger.exception("Unexpected exception in receive task")
+            await asyncio.sleep(1)
+
+
+def receiver_waits() -> None:
+    """Make every pub/sub layer's receiver wait for its next message instead of looking
+    every 100 ms (idempotent; receive tasks started later take it)."""
+    _pubsub.RedisSingleShardConnection._do_receiving = _do_receiving
+
+
+def receiver_waits_installed() -> bool:
+    return _pubsub.RedisSingleShardConnection._do_receiving is _do_receiving
+
+
 async def subscribe_standing_channel(layer: Any) -> str:
     """A new channel that nobody sends to: while it stays subscribed, the layer's
-    receiver reads its connection instead of polling every 100 ms."""
+    receiver reads its connection instead of polling every 100 ms, and (``receiver_waits``)
+    waits there for the next message."""
+    receiver_waits()
     channel: str = await layer.new_channel("standing.")
     return channel
 

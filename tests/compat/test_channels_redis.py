@@ -93,3 +93,44 @@ async def test_a_reconnect_of_the_subscription_is_reported_and_it_receives_again
 
 def test_a_layer_other_than_the_pub_sub_one_is_not_watched() -> None:
     assert channels_redis.watch_reconnects(object(), lambda: None) is None
+
+
+def test_the_waiting_receiver_is_the_layers_own_loop_but_for_its_read_timeout() -> None:
+    """``receiver_waits`` copies ``_do_receiving``: a release that changes it shows here."""
+    theirs = method(
+        module_tree("channels_redis.pubsub"), "RedisSingleShardConnection", "_do_receiving"
+    )
+    (ours,) = [
+        node
+        for node in module_tree("agentsite.compat.channels_redis").body
+        if isinstance(node, ast.AsyncFunctionDef) and node.name == "_do_receiving"
+    ]
+    expected = ast.unparse(theirs.body).replace("timeout=0.1", "timeout=None")
+    expected = expected.replace("logger.exception", "_pubsub.logger.exception")
+    assert ast.unparse(ours.body).split("\n", 1)[1] == expected  # after our docstring
+
+
+async def test_a_receiver_with_a_standing_subscription_waits_instead_of_looking() -> None:
+    """An idle web process: no read of the connection returns until a message comes."""
+    layer = RedisPubSubChannelLayer(hosts=[settings.REDIS_URL], prefix="compat")
+    try:
+        channel = await channels_redis.subscribe_standing_channel(layer)
+        assert channels_redis.receiver_waits_installed()
+        pubsub = layer._get_layer()._shards[0]._pubsub
+        reads = 0
+        real = pubsub.get_message
+
+        async def counted(*args: object, **kwargs: object) -> object:
+            nonlocal reads
+            reads += 1
+            return await real(*args, **kwargs)
+
+        pubsub.get_message = counted
+        await asyncio.sleep(0.2)  # the read in progress when the count began returns, if
+        reads = 0  # it was one with a timeout
+        await asyncio.sleep(1.0)
+        assert reads == 0  # ten a second with the layer's own 100 ms reads
+        await layer.send(channel, {"type": "woken"})
+        assert await asyncio.wait_for(layer.receive(channel), 5) == {"type": "woken"}
+    finally:
+        await layer.flush()
