@@ -34,12 +34,15 @@ class ForeignToken(NotFound):
         super().__init__("No such continuation token for this resource.")
 
 
+# Not compressed: a token's few dozen bytes never shrink (Django keeps the plain form
+# then), so ``compress=True`` gave the same text for a zlib stream set up and thrown away
+# at every frame. Compressed tokens, if any were issued, are still read.
 def session_token(*, session_id: str, owner_id: int, seq: int) -> str:
-    return signing.Signer(salt=_SALT).sign_object(["s", session_id, owner_id, seq], compress=True)
+    return signing.Signer(salt=_SALT).sign_object(["s", session_id, owner_id, seq])
 
 
 def run_token(*, run_id: str, owner_id: int, seq: int) -> str:
-    return signing.Signer(salt=_SALT).sign_object(["r", run_id, owner_id, seq], compress=True)
+    return signing.Signer(salt=_SALT).sign_object(["r", run_id, owner_id, seq])
 
 
 def _load(token: str) -> list[object]:

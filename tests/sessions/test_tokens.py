@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import zlib
 from unittest import mock
 
 import pytest
@@ -60,3 +61,32 @@ def test_a_tampered_token_is_refused_and_another_owner_s_is_foreign() -> None:
         session_token_seq(token, session_id="ses_a", owner_id=2)
     with pytest.raises(ForeignToken):
         run_token_seq(token, run_id="ses_a", owner_id=1)
+
+
+def test_a_token_is_signed_without_compressing_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every frame of every stream carries a token: compressing its few dozen bytes set up
+    a zlib stream each time for a text Django then threw away (it never came out shorter).
+    """
+    compress_args: list[int] = []
+    real = zlib.compress
+
+    def counted(data: bytes, *args: object) -> bytes:
+        compress_args.append(len(data))
+        return real(data)
+
+    monkeypatch.setattr(zlib, "compress", counted)  # as django.core.signing calls it
+    token = session_token(session_id="ses_0123456789abcdef", owner_id=123456, seq=987654)
+    assert run_token(run_id="run_0123456789abcdef", owner_id=123456, seq=987654)
+    assert compress_args == []
+    # The same text as the compressed form: no client's token changes.
+    monkeypatch.undo()
+    assert token == signing.Signer(salt=_SALT).sign_object(
+        ["s", "ses_0123456789abcdef", 123456, 987654], compress=True
+    )
+
+
+def test_a_compressed_token_is_still_read() -> None:
+    long_id = "ses_" + "a" * 200  # long and repetitive enough that compressing shortens it
+    token = signing.Signer(salt=_SALT).sign_object(["s", long_id, 1, 7], compress=True)
+    assert token.startswith(".")  # Django's mark of a compressed payload
+    assert session_token_seq(token, session_id=long_id, owner_id=1) == 7
