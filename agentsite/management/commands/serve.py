@@ -41,6 +41,8 @@ RESET = "\033[0m"
 GRACE_S = settings.AGENTSITE_TURN_STOP_GRACE_S + 10.0
 RESTART_BACKOFF_S = (1.0, 30.0)
 GIVE_UP_AFTER = 5
+# How often the watch looks at the parent and at restarts due; a child's exit wakes it at once.
+WATCH_EVERY_S = 1.0
 GIVE_UP_WINDOW_S = 60.0
 
 
@@ -72,6 +74,7 @@ class Command(BaseCommand):
         self.children: list[Child] = []
         self.stopping = False
         self.lock = threading.Lock()
+        self.woken = threading.Event()
         signal.signal(signal.SIGTERM, self.on_signal)
         signal.signal(signal.SIGINT, self.on_signal)
         env = dict(os.environ)
@@ -166,14 +169,18 @@ class Command(BaseCommand):
         # `make run` killed by a supervisor (not by Ctrl-C, which reaches the whole
         # process group) would leave this process orphaned: follow the parent out.
         parent = os.getppid()
+        # Woken by a child's exit (or a stop), else once every WATCH_EVERY_S: an idle
+        # stack costs this process a look a second, not three.
+        signal.signal(signal.SIGCHLD, lambda signum, frame: self.woken.set())
         while not self.stopping:
+            self.woken.clear()
             if os.getppid() != parent:
                 self.say("the parent process exited; stopping everything")
                 return
             for child in self.children:
                 if not self.supervise(child):
                     return
-            time.sleep(0.3)
+            self.woken.wait(WATCH_EVERY_S)
 
     def supervise(self, child: Child) -> bool:
         """Restart ``child`` after a backoff if it exited; False when it keeps failing."""
@@ -203,6 +210,7 @@ class Command(BaseCommand):
 
     def on_signal(self, signum: int, frame: object) -> None:
         self.stopping = True
+        self.woken.set()
 
     def stop_all(self) -> None:
         self.stopping = True
