@@ -155,6 +155,14 @@ def test_serve_runs_all_restarts_a_dead_one_and_ctrl_c_stops_them_all(tmp_path: 
         leftovers = [pid for pid in started if alive(pid)]
         assert leftovers == [], (tmp_path / "serve.log").read_text()
     finally:
-        if proc.poll() is None:
-            proc.kill()
+        if proc.poll() is None:  # a failure above: stop the stack as Ctrl-C would, no orphans
+            stack = descendants(proc.pid)
+            proc.send_signal(signal.SIGINT)
+            try:
+                proc.wait(timeout=40)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+            for pid in stack:
+                if alive(pid):
+                    os.kill(pid, signal.SIGKILL)
         log.close()
