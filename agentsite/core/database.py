@@ -60,7 +60,9 @@ def connections_keep_if_sound() -> None:
     that can no longer write (a demoted primary): neither should serve the next unit.
     """
     for connection in connections.all(initialized_only=True):
-        if connection.connection is not None and (
-            connection.errors_occurred or connection.in_atomic_block
-        ):
+        if connection.connection is None:
+            continue
+        # As Django's own end-of-request check: a transaction left open also goes.
+        left_open = connection.get_autocommit() != connection.settings_dict["AUTOCOMMIT"]
+        if connection.errors_occurred or left_open:
             connection.close()
