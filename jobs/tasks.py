@@ -119,16 +119,17 @@ def jobs_sweep() -> dict[str, int]:
     just after the look is its own path's to hand over, and the next pass sees it.
     """
     live = Job.objects.filter(status__in=(Job.Status.QUEUED, Job.Status.RUNNING)).exists()
-    return {
-        "lost": lost_jobs_fail() if live else 0,
-        "overdue": overdue_jobs_stop() if live else 0,
-        "released": waiting_jobs_release() if live else 0,
-        "requeued": lost_enqueues_repeat() if live else 0,
-        "webhook_retries": webhooks.webhook_retries_due(),
-        "keys_expired": services.idempotency_keys_expire(),
+    passes: list[tuple[str, Callable[[], int], bool]] = [
+        ("lost", lost_jobs_fail, live),
+        ("overdue", overdue_jobs_stop, live),
+        ("released", waiting_jobs_release, live),
+        ("requeued", lost_enqueues_repeat, live),
+        ("webhook_retries", webhooks.webhook_retries_due, True),
+        ("keys_expired", services.idempotency_keys_expire, True),
         # Last: the passes above may have freed slots or held jobs again.
-        "dispatched": dispatch.jobs_dispatch() if live else 0,
-    }
+        ("dispatched", dispatch.jobs_dispatch, live),
+    ]
+    return {name: run() if due else 0 for name, run, due in passes}
 
 
 def sweep_jobs() -> dict[str, int]:
