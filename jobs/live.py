@@ -9,6 +9,7 @@ other channel layers, one event loop in a daemon thread), recreated after a fork
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import os
 import threading
@@ -18,6 +19,8 @@ from typing import Any, Literal, TypedDict
 import django_rq
 from channels.layers import get_channel_layer
 from django.conf import settings
+from django.core.signals import setting_changed
+from django.dispatch import receiver
 from redis import Redis
 
 from agentsite.compat import channels_redis
@@ -62,6 +65,21 @@ def _loop_get() -> asyncio.AbstractEventLoop:
         return _loop
 
 
+# The settings ``direct_publish_prefix`` is read from.
+_PUBLISH_SETTINGS = frozenset(
+    {
+        "CHANNEL_LAYERS",
+        "REDIS_URL",
+        "REDIS_SENTINELS",
+        "REDIS_SENTINEL_MASTER",
+        "REDIS_SENTINEL_PASSWORD",
+        "REDIS_PASSWORD",
+        "REDIS_DB",
+    }
+)
+
+
+@functools.cache
 def direct_publish_prefix() -> str | None:
     """The channel prefix when the layer is Redis pub/sub on our one Redis, else None.
 
@@ -72,6 +90,9 @@ def direct_publish_prefix() -> str | None:
     message, and so CPU on every job (``bench/jobs.py``). The price is knowing the
     layer's group channel name: tests/jobs/test_live_updates.py checks that a
     real subscriber of the layer receives what is published this way.
+
+    Read once (it is asked at every event a turn streams) and again after a test
+    changes one of the settings it depends on (``_PUBLISH_SETTINGS``).
     """
     config: dict[str, Any] = settings.CHANNEL_LAYERS.get("default", {})
     options: dict[str, Any] = config.get("CONFIG", {})
@@ -80,6 +101,12 @@ def direct_publish_prefix() -> str | None:
     ]:
         return None
     return str(options.get("prefix", "asgi"))
+
+
+@receiver(setting_changed)
+def _publish_settings_changed(*, setting: str, **kwargs: Any) -> None:
+    if setting in _PUBLISH_SETTINGS:
+        direct_publish_prefix.cache_clear()
 
 
 def group_send(groups: list[str], message: Mapping[str, object]) -> None:
@@ -91,7 +118,11 @@ def group_send(groups: list[str], message: Mapping[str, object]) -> None:
         prefix = direct_publish_prefix()
         if prefix is not None:
             data = channels_redis.serialized(layer, message)
-            with redis_connection().pipeline(transaction=False) as pipe:
+            client = redis_connection()
+            if len(groups) == 1:  # an event's one group: a pipeline would only cost CPU
+                client.publish(channels_redis.group_channel(prefix, groups[0]), data)
+                return
+            with client.pipeline(transaction=False) as pipe:
                 for group in groups:
                     pipe.publish(channels_redis.group_channel(prefix, group), data)
                 pipe.execute()

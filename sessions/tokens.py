@@ -13,6 +13,9 @@ client back the very token it holds. Tokens issued with a timestamp (the
 
 from __future__ import annotations
 
+import functools
+
+from django.conf import settings
 from django.core import signing
 
 from agentsite.core.errors import BadRequest, NotFound
@@ -38,11 +41,22 @@ class ForeignToken(NotFound):
 # then), so ``compress=True`` gave the same text for a zlib stream set up and thrown away
 # at every frame. Compressed tokens, if any were issued, are still read.
 def session_token(*, session_id: str, owner_id: int, seq: int) -> str:
-    return signing.Signer(salt=_SALT).sign_object(["s", session_id, owner_id, seq])
+    return _signer().sign_object(["s", session_id, owner_id, seq])
 
 
 def run_token(*, run_id: str, owner_id: int, seq: int) -> str:
-    return signing.Signer(salt=_SALT).sign_object(["r", run_id, owner_id, seq])
+    return _signer().sign_object(["r", run_id, owner_id, seq])
+
+
+def _signer() -> signing.Signer:
+    """The signer of the running keys: one a key, not one a frame (a stream signs a
+    token for each event it sends)."""
+    return _signer_for(settings.SECRET_KEY, tuple(settings.SECRET_KEY_FALLBACKS))
+
+
+@functools.lru_cache(maxsize=4)
+def _signer_for(key: str, fallback_keys: tuple[str, ...]) -> signing.Signer:
+    return signing.Signer(key=key, salt=_SALT, fallback_keys=list(fallback_keys))
 
 
 def _load(token: str) -> list[object]:
@@ -50,7 +64,7 @@ def _load(token: str) -> list[object]:
         if token.count(":") == 2:
             data = signing.loads(token, salt=_SALT)  # issued with a timestamp
         else:
-            data = signing.Signer(salt=_SALT).unsign_object(token)
+            data = _signer().unsign_object(token)
     except (signing.BadSignature, ValueError, TypeError) as exc:
         raise BadToken("continuation token is malformed or was tampered with") from exc
     if not isinstance(data, list) or len(data) != 4 or not isinstance(data[3], int):

@@ -6,9 +6,11 @@ from typing import Any
 import pytest
 from channels.db import database_sync_to_async
 from channels.layers import get_channel_layer
+from django.test import override_settings
 from django.utils import timezone
 
-from jobs import lifecycle
+from agentsite.core.redis_connections import settings_channel_layer_host
+from jobs import lifecycle, live
 from jobs.groups import owner_jobs_group
 from jobs.live import direct_publish_prefix
 from jobs.models import Job
@@ -43,3 +45,31 @@ async def test_the_owner_group_receives_every_transition(user: Any) -> None:
     with pytest.raises(TimeoutError):
         await asyncio.wait_for(layer.receive(owner_channel), 0.5)
     await layer.flush()
+
+
+def test_the_direct_publish_path_follows_the_channel_layer_settings(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The prefix is read once, not at every event, and read again when the settings it
+    comes from change (as a test or a reloaded configuration changes them)."""
+    prefix = direct_publish_prefix()
+    assert prefix is not None
+    looked: list[object] = []
+    real = settings_channel_layer_host
+
+    def counted() -> dict[str, Any]:
+        looked.append(1)
+        return real()
+
+    monkeypatch.setattr(live, "settings_channel_layer_host", counted)  # as live calls it
+    assert {direct_publish_prefix() for _ in range(100)} == {prefix}
+    assert looked == []  # not once an event
+    monkeypatch.undo()
+    with override_settings(
+        CHANNEL_LAYERS={"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+    ):
+        assert direct_publish_prefix() is None  # another layer: published through it
+    assert direct_publish_prefix() == prefix
+    with override_settings(REDIS_URL="redis://127.0.0.1:1/0"):  # never connected to
+        assert direct_publish_prefix() is None  # the layer's Redis is not ours any more
+    assert direct_publish_prefix() == prefix

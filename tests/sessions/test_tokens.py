@@ -7,6 +7,7 @@ from unittest import mock
 
 import pytest
 from django.core import signing
+from django.test import override_settings
 
 from sessions.tokens import (
     _SALT,
@@ -90,3 +91,34 @@ def test_a_compressed_token_is_still_read() -> None:
     token = signing.Signer(salt=_SALT).sign_object(["s", long_id, 1, 7], compress=True)
     assert token.startswith(".")  # Django's mark of a compressed payload
     assert session_token_seq(token, session_id=long_id, owner_id=1) == 7
+
+
+def test_the_signer_is_made_once_a_key_and_follows_a_rotated_key(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A stream signs a token for every frame: the signer (its key and salt looked up in
+    the settings) is made once for the running keys, and made again when they change, so
+    a rotated key signs new tokens while tokens of the key it replaced are still read."""
+    made: list[object] = []
+    real_init = signing.Signer.__init__
+
+    def counted(self: signing.Signer, *args: object, **kwargs: object) -> None:
+        made.append(self)
+        real_init(self, *args, **kwargs)  # type: ignore[arg-type]
+
+    with override_settings(SECRET_KEY="key-one-" + "x" * 50, SECRET_KEY_FALLBACKS=[]):
+        monkeypatch.setattr(signing.Signer, "__init__", counted)
+        old = [session_token(session_id="ses_a", owner_id=1, seq=n) for n in range(50)]
+        assert session_token_seq(old[7], session_id="ses_a", owner_id=1) == 7
+        assert len(made) <= 1
+        monkeypatch.undo()
+    with override_settings(
+        SECRET_KEY="key-two-" + "y" * 50, SECRET_KEY_FALLBACKS=["key-one-" + "x" * 50]
+    ):
+        new = session_token(session_id="ses_a", owner_id=1, seq=7)
+        assert new != old[7]  # signed with the new key
+        assert session_token_seq(old[7], session_id="ses_a", owner_id=1) == 7
+        assert session_token_seq(new, session_id="ses_a", owner_id=1) == 7
+    with override_settings(SECRET_KEY="key-three-" + "z" * 50, SECRET_KEY_FALLBACKS=[]):
+        with pytest.raises(BadToken):  # neither key is trusted any more
+            session_token_seq(new, session_id="ses_a", owner_id=1)
