@@ -35,9 +35,17 @@ lock:
 run: install
 	$(PY) manage.py serve
 
-# Two pytest-xdist workers, each on its own Redis database and test database
-# (tests/environment.py); TEST_WORKERS=0 runs the suite in one process.
+# pytest-xdist workers, each on its own Redis database and test database
+# (tests/environment.py); TEST_WORKERS=0 runs the suite in one process. Three on
+# SQLite, on two cores: the tests spend much of their time waiting on the servers and
+# workers they start, and even three keep two cores only about three-quarters busy.
+# Two on PostgreSQL: three workers' servers and worker processes open more connections
+# than its default max_connections (100).
+ifneq (,$(findstring postgres,$(DATABASE_URL)))
 TEST_WORKERS ?= 2
+else
+TEST_WORKERS ?= 3
+endif
 test: install
 	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
 
