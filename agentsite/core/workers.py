@@ -109,6 +109,17 @@ class RidesOutRedis(BaseWorker):
             lambda: super(RidesOutRedis, self).dequeue_job_and_maintain_ttl(timeout, max_idle_time)
         )
 
+    def _shutdown(self) -> None:
+        """RQ's warm shutdown, with the stop marked even when no job is running.
+
+        RQ's signal handler raises ``StopRequested`` wherever an idle worker's main
+        process is. A handler there that logs a failure and goes on (the live update
+        published at a job's end, ``jobs.live.group_send``) caught it, and the worker
+        ran on until it was killed. Marked first, RQ's loop stops at its next turn.
+        """
+        rq_internals.request_stop(self)
+        super()._shutdown()  # type: ignore[no-untyped-call]  # RQ is unannotated
+
     def maintain_heartbeats(self, job: RqJob, execution: Any) -> None:
         try:
             super().maintain_heartbeats(job, execution)

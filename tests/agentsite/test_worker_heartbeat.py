@@ -3,12 +3,15 @@ with a timeout of its own, and one that is due, still go to Redis."""
 
 from __future__ import annotations
 
+import logging
+import signal
 from collections.abc import Iterator
 
 import pytest
 from django.conf import settings
 from redis import Redis
 from rq import Queue
+from rq.exceptions import StopRequested
 from rq.worker import SimpleWorker
 
 from agentsite.core.workers import HEARTBEAT_EVERY_S, RidesOutRedis
@@ -54,3 +57,28 @@ def test_a_beat_with_its_own_timeout_is_always_sent(worker: Worker) -> None:
     worker.heartbeat()
     worker.heartbeat(timeout=4321)
     assert 4300 < worker.connection.ttl(worker.key) <= 4321
+
+
+def test_a_stop_request_caught_by_a_handler_still_stops_the_worker(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """RQ's signal handler raises StopRequested wherever an idle worker's main process is.
+    Caught there by a handler that logs and goes on (the live update published at a job's
+    end), the request was lost, and the worker waited for work until it was killed."""
+    connection = Redis.from_url(settings.REDIS_URL)
+    worker = Worker([Queue("stop-test", connection=connection)], connection=connection)
+    handlers = {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        try:
+            worker.request_stop(signal.SIGTERM, None)  # as the signal runs it: the worker idle
+        except StopRequested:
+            pass  # what jobs.live.group_send's "except Exception" did with it
+        with caplog.at_level(logging.INFO, logger="rq.worker"):
+            # Without the stop, the loop would wait for work and quit only when idle.
+            worker.work(burst=False, max_idle_time=3)
+        assert "stopping on request" in caplog.text
+        assert "idle for" not in caplog.text
+    finally:
+        for signum, handler in handlers.items():
+            signal.signal(signum, handler)
+        connection.close()
