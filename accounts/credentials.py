@@ -104,7 +104,7 @@ def credentials_changed(*, user_id: int, session_key: str | None = None) -> None
         "session": session_digest(session_key) if session_key else "",
     }
     group = credentials_group(user_id)
-    transaction.on_commit(lambda: group_send([group], message))
+    transaction.on_commit(lambda: group_send(group, message))
 
 
 # --- what prompts the re-check ------------------------------------------------------------

@@ -65,20 +65,6 @@ def _loop_get() -> asyncio.AbstractEventLoop:
         return _loop
 
 
-# The settings ``direct_publish_prefix`` is read from.
-_PUBLISH_SETTINGS = frozenset(
-    {
-        "CHANNEL_LAYERS",
-        "REDIS_URL",
-        "REDIS_SENTINELS",
-        "REDIS_SENTINEL_MASTER",
-        "REDIS_SENTINEL_PASSWORD",
-        "REDIS_PASSWORD",
-        "REDIS_DB",
-    }
-)
-
-
 @functools.cache
 def direct_publish_prefix() -> str | None:
     """The channel prefix when the layer is Redis pub/sub on our one Redis, else None.
@@ -91,8 +77,8 @@ def direct_publish_prefix() -> str | None:
     layer's group channel name: tests/jobs/test_live_updates.py checks that a
     real subscriber of the layer receives what is published this way.
 
-    Read once (it is asked at every event a turn streams) and again after a test
-    changes one of the settings it depends on (``_PUBLISH_SETTINGS``).
+    Read once (it is asked at every event a turn streams), and again after any
+    setting changes (tests change them; a running server's never do).
     """
     config: dict[str, Any] = settings.CHANNEL_LAYERS.get("default", {})
     options: dict[str, Any] = config.get("CONFIG", {})
@@ -104,13 +90,12 @@ def direct_publish_prefix() -> str | None:
 
 
 @receiver(setting_changed)
-def _publish_settings_changed(*, setting: str, **kwargs: Any) -> None:
-    if setting in _PUBLISH_SETTINGS:
-        direct_publish_prefix.cache_clear()
+def _publish_settings_changed(**kwargs: Any) -> None:
+    direct_publish_prefix.cache_clear()
 
 
-def group_send(groups: list[str], message: Mapping[str, object]) -> None:
-    """Send ``message`` to each group; the database already holds the truth, so failures log."""
+def group_send(group: str, message: Mapping[str, object]) -> None:
+    """Send ``message`` to ``group``; the database already holds the truth, so failures log."""
     layer = get_channel_layer()
     if layer is None:
         return
@@ -118,19 +103,12 @@ def group_send(groups: list[str], message: Mapping[str, object]) -> None:
         prefix = direct_publish_prefix()
         if prefix is not None:
             data = channels_redis.serialized(layer, message)
-            client = redis_connection()
-            if len(groups) == 1:  # an event's one group: a pipeline would only cost CPU
-                client.publish(channels_redis.group_channel(prefix, groups[0]), data)
-                return
-            with client.pipeline(transaction=False) as pipe:
-                for group in groups:
-                    pipe.publish(channels_redis.group_channel(prefix, group), data)
-                pipe.execute()
+            redis_connection().publish(channels_redis.group_channel(prefix, group), data)
             return
-        future = asyncio.run_coroutine_threadsafe(_send_all(layer, groups, message), _loop_get())
+        future = asyncio.run_coroutine_threadsafe(layer.group_send(group, message), _loop_get())
         future.result(timeout=PUBLISH_TIMEOUT_S)
     except Exception:
-        log.warning("could not publish %s to %s", message.get("type"), groups, exc_info=True)
+        log.warning("could not publish %s to %s", message.get("type"), group, exc_info=True)
 
 
 class JobUpdateMessage(TypedDict):
@@ -144,9 +122,4 @@ class JobUpdateMessage(TypedDict):
 def job_update_send(*, owner_id: int, job: JobStatusDoc, event: str) -> None:
     """Tell the owner's watchers (MCP task waits) that one of their jobs changed."""
     message: JobUpdateMessage = {"type": "job.update", "job": job, "event": str(event)}
-    group_send([owner_jobs_group(owner_id)], message)
-
-
-async def _send_all(layer: Any, groups: list[str], message: Mapping[str, object]) -> None:
-    for group in groups:
-        await layer.group_send(group, message)
+    group_send(owner_jobs_group(owner_id), message)

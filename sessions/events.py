@@ -215,4 +215,4 @@ def event_publish(event: Event) -> None:
     a turn worker or daphne, the busy one serving every other conversation)
     and blocking the database thread until that loop gets to it.
     """
-    group_send([f"{AgentSession.group_prefix()}{event.session_id}"], dict(event_message(event)))
+    group_send(f"{AgentSession.group_prefix()}{event.session_id}", dict(event_message(event)))

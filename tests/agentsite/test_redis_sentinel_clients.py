@@ -65,7 +65,7 @@ async def through_the_layer():
     layer = get_channel_layer()
     channel = await layer.new_channel()
     await layer.group_add("probe", channel)
-    group_send(["probe"], {"type": "probe.sent", "text": "hello"})
+    group_send("probe", {"type": "probe.sent", "text": "hello"})
     message = await asyncio.wait_for(layer.receive(channel), 10)
     return message, primary_sockets()
 
