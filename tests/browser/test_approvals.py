@@ -49,6 +49,14 @@ def agent_says(page: Any, text: str) -> None:
     expect(page.locator(".msg.assistant", has_text=text).last).to_be_visible(timeout=WAIT_MS)
 
 
+def settled(page: Any, requests: int) -> None:
+    """Wait for the agent's note on the ``requests``-th request, as step 1 does. The chat
+    scrolls to each new message: one landing during a click moves the card under it, and
+    the click lands beside its button."""
+    notes = page.locator(".msg.assistant", has_text="waits for your approval")
+    expect(notes).to_have_count(requests, timeout=WAIT_MS)
+
+
 def job_done(job_id: str) -> Job:
     wait_until(lambda: Job.objects.get(pk=job_id).is_terminal, timeout=WAIT_MS / 1000)
     return Job.objects.get(pk=job_id)
@@ -96,6 +104,7 @@ def test_a_tool_call_is_approved_edited_and_rejected_on_its_cards(
     chat_send(page, "run the tests")
     card = pending_card(page, 1)
     second = request_of(session, 1)
+    settled(page, 2)
     card.locator("button.edit").click()
     arguments = card.locator("textarea.edit-args")
     arguments.fill("{not json")
@@ -124,6 +133,7 @@ def test_a_tool_call_is_approved_edited_and_rejected_on_its_cards(
     chat_send(page, "run the tests")
     card = pending_card(page, 2)
     third = request_of(session, 2)
+    settled(page, 3)
     card.locator("input.reason").fill("not on Fridays")
     card.locator("button.reject").click()
     expect(card.locator(".approval-outcome")).to_have_text("Rejected by alice: not on Fridays")
