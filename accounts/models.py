@@ -10,7 +10,7 @@ from django.db import models
 from django.db.models import Q
 from django.utils import timezone
 
-from agentsite.core.queries import get_or_none
+from agentsite.compat.django import CompiledQuery
 
 
 def token_hash(raw: str) -> str:
@@ -19,10 +19,15 @@ def token_hash(raw: str) -> str:
 
 class ApiTokenQuerySet(models.QuerySet["ApiToken"]):
     def for_raw_token(self, raw: str) -> ApiToken | None:
-        """The unexpired token whose raw value is ``raw``, or None."""
-        return get_or_none(
-            self.unexpired().select_related("user").filter(token_hash=token_hash(raw))
-        )
+        """The unexpired token whose raw value is ``raw``, with its user, or None.
+
+        Every authenticated request asks this: the query is compiled once
+        (``_TOKEN_BY_HASH``), and the expiry is judged here rather than in it.
+        """
+        token = _TOKEN_BY_HASH.one_or_none(token_hash=token_hash(raw))
+        if token is None or (token.expires_at is not None and token.expires_at <= timezone.now()):
+            return None
+        return token
 
     def unexpired(self) -> ApiTokenQuerySet:
         return self.filter(Q(expires_at__isnull=True) | Q(expires_at__gt=timezone.now()))
@@ -67,6 +72,12 @@ class ApiToken(models.Model):
             expires_at=expires_at,
         )
         return token, raw
+
+
+_TOKEN_BY_HASH: CompiledQuery[ApiToken] = CompiledQuery(
+    lambda token_hash: ApiToken.objects.select_related("user").filter(token_hash=token_hash),
+    token_hash=str,
+)
 
 
 class UserQuota(models.Model):

@@ -26,6 +26,7 @@ from django.db import connection
 from redis import Redis, RedisError
 
 from accounts.models import UserQuota
+from agentsite.compat.django import CompiledQuery
 from agentsite.core.errors import QuotaExceeded
 from agentsite.core.telemetry import metrics_redis
 
@@ -58,11 +59,19 @@ WHAT = {
 }
 
 
+# Asked at every message and job a user sends: compiled once.
+_OVERRIDES = CompiledQuery(
+    lambda user_id: UserQuota.objects.filter(user_id=user_id).values_list(
+        *(q.value for q in Quota)
+    ),
+    user_id=int,
+)
+
+
 def quota_limits(*, user_id: int | str) -> dict[Quota, int | None]:
     """The user's limit for each quota (one query); None where there is none."""
-    overrides = (
-        UserQuota.objects.filter(user_id=user_id).values(*(q.value for q in Quota)).first() or {}
-    )
+    row = _OVERRIDES.one_or_none(user_id=int(user_id))
+    overrides = dict(zip((q.value for q in Quota), row, strict=True)) if row is not None else {}
     limits: dict[Quota, int | None] = {}
     for quota in Quota:
         value = overrides.get(quota.value)

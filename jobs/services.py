@@ -22,6 +22,7 @@ from django.utils import timezone
 from pydantic import BaseModel, ValidationError
 
 from accounts.quotas import BUSY_RETRY_AFTER_S, Quota, quota_exceeded, quota_limit, quota_lock
+from agentsite.compat.django import CompiledQuery
 from agentsite.core.batches import Budget, retention_budget, rows_update
 from agentsite.core.errors import BadRequest, Invalid, NotFound, QuotaExceeded
 from agentsite.core.ids import is_id
@@ -266,12 +267,20 @@ def job_get(*, owner: Any, job_id: str) -> Job:
     The one ownership rule for jobs: the REST API, MCP, the agent's toolbox and
     the job pages all look a job up through it.
     """
-    if not is_id("job", job_id):
+    if not is_id("job", job_id) or owner.pk is None:
         raise NotFound(job_not_found_message())
-    job = Job.objects.filter(id=job_id, owner=owner).first()
+    job = _OWNED_JOB.one_or_none(job_id=job_id, owner_id=owner.pk)
     if job is None:
         raise NotFound(job_not_found_message())
     return job
+
+
+# Every look at a job (a status poll, say) asks this: compiled once.
+_OWNED_JOB: CompiledQuery[Job] = CompiledQuery(
+    lambda job_id, owner_id: Job.objects.filter(id=job_id, owner_id=owner_id),
+    job_id=str,
+    owner_id=int,
+)
 
 
 def job_list(

@@ -22,6 +22,7 @@ from typing import Any, cast
 from django.conf import settings
 from django.db.models import Q
 
+from agentsite.compat.django import CompiledQuery
 from sessions.client_tools import tools_offered
 from sessions.llm.base import approx_tokens
 from sessions.llm.blocks import job_event_block, wire_messages
@@ -195,23 +196,44 @@ def merge_roles(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return merged
 
 
+def _past_runs(session_id: str, run_id: str) -> Any:
+    """The session's runs that started, but ``run_id``, oldest first."""
+    started = Run.objects.filter(session_id=session_id, started_at__isnull=False)
+    return started.exclude(pk=run_id).order_by("started_at", "id")
+
+
+# Every turn reads its history with these two: compiled once.
+_PAST_RUNS: CompiledQuery[tuple[str, str]] = CompiledQuery(
+    lambda session_id, run_id: _past_runs(session_id, run_id).values_list("id", "status"),
+    session_id=str,
+    run_id=str,
+)
+# What the past runs took in and what they produced (their ids as a subquery: the
+# SQL is then the same however many runs the session had).
+_PAST_EVENTS: CompiledQuery[Event] = CompiledQuery(
+    lambda session_id, run_id: (
+        Event.objects.filter(
+            session_id=session_id, kind__in=(*HISTORY_KINDS, Event.Kind.RUN_STARTED)
+        )
+        .filter(
+            Q(consumed_by_id__in=_past_runs(session_id, run_id).order_by().values("id"))
+            | Q(run_id__in=_past_runs(session_id, run_id).order_by().values("id"))
+        )
+        .order_by("seq")
+    ),
+    session_id=str,
+    run_id=str,
+)
+
+
 def conversation_build(*, session: AgentSession, run: Run, batch: list[Event]) -> Conversation:
     """The conversation for ``run``: past runs, oldest first, then the batch."""
     tools, client_tools = tools_offered(run.client_tools)
     conv = Conversation(
         system=session.system_prompt or DEFAULT_SYSTEM, tools=tools, client_tools=client_tools
     )
-    past = list(
-        Run.objects.filter(session=session, started_at__isnull=False)
-        .exclude(pk=run.pk)
-        .order_by("started_at", "id")
-        .values_list("id", "status")
-    )
-    events = list(
-        Event.objects.filter(session=session, kind__in=(*HISTORY_KINDS, Event.Kind.RUN_STARTED))
-        .filter(Q(consumed_by_id__in=[r for r, _ in past]) | Q(run_id__in=[r for r, _ in past]))
-        .order_by("seq")
-    )
+    past = _PAST_RUNS.all(session_id=session.pk, run_id=run.pk)
+    events = _PAST_EVENTS.all(session_id=session.pk, run_id=run.pk) if past else []
     # A run handed back by a stopping worker started more than once: only what
     # its last attempt produced counts.
     last_start = {e.run_id: e.seq for e in events if e.kind == Event.Kind.RUN_STARTED}

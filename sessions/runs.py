@@ -32,6 +32,7 @@ from django.db import transaction
 from django.utils import timezone
 from rq.job import Job as RqJob
 
+from agentsite.compat.django import CompiledQuery
 from agentsite.core.clock import database_now, database_now_plus
 from agentsite.core.queries import get_or_none
 from jobs.alive import silent_among
@@ -84,23 +85,61 @@ class LiveRuns:
     running: bool
 
 
+# The queries every turn runs, from the message that asks for it to its end, are
+# compiled once (``agentsite.compat.django``): Django would build and compile each
+# anew at every call, at several times the cost of running it.
+_SESSION_LOCKED: CompiledQuery[AgentSession] = CompiledQuery(
+    lambda session_id: AgentSession.objects.select_for_update().filter(pk=session_id),
+    session_id=str,
+)
+_RUN_SESSION_LOCKED = {
+    related: CompiledQuery[Run](
+        lambda run_id, related=related: (
+            Run.objects.select_related(related).select_for_update(of=("session",)).filter(pk=run_id)
+        ),
+        run_id=str,
+    )
+    for related in ("session", "session__owner")
+}
+_LIVE_RUNS: CompiledQuery[Run] = CompiledQuery(
+    lambda session_id: Run.objects.filter(session_id=session_id, status__in=ACTIVE),
+    session_id=str,
+)
+_LIVE_RUN_STATES: CompiledQuery[tuple[str, str]] = CompiledQuery(
+    lambda session_id: Run.objects.filter(session_id=session_id, status__in=ACTIVE).values_list(
+        "id", "status"
+    ),
+    session_id=str,
+)
+_PENDING_LOCKED: CompiledQuery[Event] = CompiledQuery(
+    lambda session_id: (
+        Event.objects.select_for_update()
+        .filter(session_id=session_id, pending=True)
+        .order_by("seq")
+    ),
+    session_id=str,
+)
+
+
 def session_lock(session_id: str) -> AgentSession:
     """Lock the session row for the rest of the current transaction."""
-    return AgentSession.objects.select_for_update().get(pk=session_id)
+    session = _SESSION_LOCKED.one_or_none(session_id=session_id)
+    if session is None:
+        raise AgentSession.DoesNotExist(f"no session {session_id}")
+    return session
 
 
 def _run_session_lock(run_id: str, *, owner: bool = False) -> Run | None:
     """The run with its session (``run.session``, and its owner when asked), the session's
     row locked for the rest of the current transaction, in one statement: the lock is
     taken through the run rather than after reading the run's session id."""
-    related = "session__owner" if owner else "session"
-    locked = Run.objects.select_related(related).select_for_update(of=("session",))
-    return get_or_none(locked.filter(pk=run_id))
+    query = _RUN_SESSION_LOCKED["session__owner" if owner else "session"]
+    return query.one_or_none(run_id=run_id)
 
 
 def _live_runs(session_id: str) -> LiveRuns:
     """The session's live runs, in one query (a session has very few)."""
-    live = list(Run.objects.filter(session_id=session_id, status__in=ACTIVE))
+    live = _LIVE_RUNS.all(session_id=session_id)
     queued = [run for run in live if run.status == Run.Status.QUEUED]
     return LiveRuns(
         # As ``Run``'s ordering (newest first) would pick it.
@@ -190,9 +229,7 @@ def run_start(*, run_id: str) -> Claim | None:
         if run is None or run.status in Run.TERMINAL:
             return None
         session_id = run.session_id
-        live = list(
-            Run.objects.filter(session_id=session_id, status__in=ACTIVE).values_list("id", "status")
-        )
+        live = _LIVE_RUN_STATES.all(session_id=session_id)
         if any(status == Run.Status.RUNNING for _, status in live):
             return None
         # Another queued run exists only beside a handed-back run; the events that
@@ -235,14 +272,12 @@ def run_start(*, run_id: str) -> Claim | None:
 
 def _pending_locked(*, session_id: str) -> list[Event]:
     """The session's pending events, in order, their rows locked."""
-    pending = (
-        Event.objects.select_for_update()
-        .filter(session_id=session_id, pending=True)
-        .order_by("seq")
-    )
     # A cap only for comparisons (one run per trigger); normally the batch is everything.
     limit = settings.AGENTSITE_MAX_BATCH
-    return list(pending[:limit] if limit > 0 else pending)
+    if limit > 0:
+        capped = Event.objects.select_for_update().filter(session_id=session_id, pending=True)
+        return list(capped.order_by("seq")[:limit])
+    return _PENDING_LOCKED.all(session_id=session_id)
 
 
 def run_hand_back(*, run_id: str, reason: str) -> bool:

@@ -24,9 +24,9 @@ from accounts.quotas import (
     rate_give_back,
     rate_take,
 )
+from agentsite.compat.django import CompiledQuery
 from agentsite.core.errors import Conflict, Invalid, NotFound
 from agentsite.core.ids import is_id
-from agentsite.core.queries import get_or_none
 from jobs.lifecycle import job_request_cancel
 from jobs.models import Job
 from jobs.services import job_get
@@ -71,11 +71,9 @@ class Cancelled(TypedDict):
 
 def session_for(*, owner: Owner, session_id: str) -> AgentSession:
     """The owner's live session; SessionNotFound for anyone else's, a deleted or a bad id."""
-    if not is_id("ses", session_id):
+    if not is_id("ses", session_id) or owner.pk is None:
         raise SessionNotFound()
-    session = get_or_none(
-        AgentSession.objects.filter(pk=session_id, owner_id=owner.pk, deleted_at__isnull=True)
-    )
+    session = _OWNED_SESSION.one_or_none(session_id=session_id, owner_id=owner.pk)
     if session is None:
         raise SessionNotFound()
     return session
@@ -83,12 +81,34 @@ def session_for(*, owner: Owner, session_id: str) -> AgentSession:
 
 def run_for(*, owner: Owner, run_id: str) -> Run:
     """The owner's run; RunNotFound for anyone else's or a bad id."""
-    if not is_id("run", run_id):
+    if not is_id("run", run_id) or owner.pk is None:
         raise RunNotFound()
-    run = get_or_none(Run.objects.filter(pk=run_id, owner_id=owner.pk))
+    run = _OWNED_RUN.one_or_none(run_id=run_id, owner_id=owner.pk)
     if run is None:
         raise RunNotFound()
     return run
+
+
+# Every request on a session or a run asks one of these, and every message the
+# last: compiled once.
+_OWNED_SESSION: CompiledQuery[AgentSession] = CompiledQuery(
+    lambda session_id, owner_id: AgentSession.objects.filter(
+        pk=session_id, owner_id=owner_id, deleted_at__isnull=True
+    ),
+    session_id=str,
+    owner_id=int,
+)
+_OWNED_RUN: CompiledQuery[Run] = CompiledQuery(
+    lambda run_id, owner_id: Run.objects.filter(pk=run_id, owner_id=owner_id),
+    run_id=str,
+    owner_id=int,
+)
+_OWNER_LIVE_RUNS: CompiledQuery[tuple[str, str]] = CompiledQuery(
+    lambda owner_id: Run.objects.filter(
+        owner_id=owner_id, status__in=[Run.Status.QUEUED, Run.Status.RUNNING]
+    ).values_list("session_id", "status"),
+    owner_id=int,
+)
 
 
 # --- sessions ----------------------------------------------------------------------------
@@ -247,11 +267,7 @@ def live_turns_check(session: AgentSession, limit: int) -> None:
     batch (``runs.run_route_locked``), so it starts no turn and is let through.
     """
     quota_lock(user_id=session.owner_id, quota=Quota.LIVE_TURNS)
-    live = list(
-        Run.objects.filter(
-            owner_id=session.owner_id, status__in=[Run.Status.QUEUED, Run.Status.RUNNING]
-        ).values_list("session_id", "status")
-    )
+    live = _OWNER_LIVE_RUNS.all(owner_id=session.owner_id)
     if (session.pk, Run.Status.QUEUED) in live:
         return
     if len(live) >= limit:
