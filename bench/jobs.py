@@ -27,11 +27,13 @@ from bench.support import (
     TICKS_PER_S,
     cpu_ticks,
     live_children_ticks,
+    named_roots,
     parents,
     percentile,
     processes_stop,
     scratch_environment,
     tool_workers_start,
+    tree_ticks,
     workers_wait,
 )
 
@@ -64,6 +66,21 @@ def cpu_seconds(procs: list[subprocess.Popen[bytes]]) -> tuple[float, float]:
         own += worker
         horses += reaped + live_children_ticks(proc.pid, table)
     return own / TICKS_PER_S, horses / TICKS_PER_S
+
+
+def others_seconds() -> tuple[float, float, float]:
+    """CPU time of this process (the client, and the web views it calls in-process), of
+    the database server (a PostgreSQL server's processes; SQLite's work is in its
+    callers) and of the Redis servers on the machine."""
+    own = cpu_ticks(os.getpid())[0]
+    database = tree_ticks(named_roots("postgres"))
+    redis = tree_ticks(named_roots("redis-server"))
+    return own / TICKS_PER_S, database / TICKS_PER_S, redis / TICKS_PER_S
+
+
+def others_line(name: str, before: tuple[float, ...], after: tuple[float, ...]) -> str:
+    own, database, redis = (1000 * (b - a) / N_JOBS for a, b in zip(before, after, strict=True))
+    return f"{name} client and web {own:.1f} ms, database server {database:.1f}, Redis {redis:.1f}"
 
 
 def cpu_line(name: str, before: tuple[float, float], after: tuple[float, float]) -> str:
@@ -191,11 +208,15 @@ def main() -> int:
         ratios = []
         for round_no in range(N_ROUNDS):
             # Alternate the two in every round: the machine's drift hits both alike.
-            before = cpu_seconds(workers)
+            before, others_before = cpu_seconds(workers), others_seconds()
             raw_rate = bench_raw_rq(N_JOBS)
-            middle = cpu_seconds(workers)
+            middle, others_middle = cpu_seconds(workers), others_seconds()
             api_rate = bench_job_api(client, N_JOBS, f"run{round_no}")
-            after = cpu_seconds(workers)
+            after, others_after = cpu_seconds(workers), others_seconds()
+            print(
+                f"others   CPU per job: {others_line('raw RQ', others_before, others_middle)};"
+                f" {others_line('job API', others_middle, others_after)}"
+            )
             print(
                 f"workers  CPU per job: {cpu_line('raw RQ', before, middle)},"
                 f" {cpu_line('job API', middle, after)};"

@@ -236,6 +236,20 @@ def tree(roots: list[int]) -> list[int]:
     return found
 
 
+def named_roots(program: str) -> list[int]:
+    """The processes running ``program`` whose parent does not: each server's first
+    process (a PostgreSQL postmaster, a Redis server)."""
+    table = parents()
+    named = set()
+    for pid in table:
+        try:
+            if Path(f"/proc/{pid}/comm").read_text().strip() == program:
+                named.add(pid)
+        except OSError:
+            continue  # it ended meanwhile
+    return sorted(pid for pid in named if table.get(pid) not in named)
+
+
 def tree_ticks(roots: list[int]) -> int:
     """CPU ticks of every process of the tree and of the children they reaped."""
     total = 0
