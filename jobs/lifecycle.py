@@ -26,6 +26,7 @@ from django.db.models.sql import UpdateQuery
 from django.utils import timezone
 
 from agentsite.core.clock import database_now, database_now_plus
+from agentsite.core.queries import insert
 from jobs import dispatch, hooks
 from jobs.documents import FINAL_EVENT_OF, JobEventName, job_event_payload, job_status_doc
 from jobs.groups import cancel_key
@@ -196,12 +197,13 @@ def job_queue(*, depends_on: Sequence[str] = (), **fields: Any) -> Job:
     fails at once if one already ended otherwise.
     """
     ready = not depends_on and not fields.get("gate")
-    job = Job.objects.create(
+    job = Job(
         status=S.QUEUED,
         ready_at=timezone.now() if ready else None,
         dependency_ids=sorted(depends_on),
         **fields,
     )
+    insert(job)
     job_publish(job, E.QUEUED)
     if ready:
         transaction.on_commit(dispatch.jobs_dispatch_after_commit)
@@ -443,7 +445,7 @@ def job_publish(job: Job, event: JobEventName) -> None:
     job's state, and a session that cannot take it never costs the job its state.
     """
     payload = job_event_payload(job, event)
-    JobEvent.objects.create(job=job, event=event, payload=payload)
+    insert(JobEvent(job=job, event=event, payload=payload))
     if job.session_id:
         try:
             with transaction.atomic():

@@ -34,7 +34,7 @@ from rq.job import Job as RqJob
 
 from agentsite.compat.django import CompiledQuery
 from agentsite.core.clock import database_now, database_now_plus
-from agentsite.core.queries import get_or_none
+from agentsite.core.queries import get_or_none, insert
 from jobs.alive import silent_among
 from jobs.groups import cancel_key
 from jobs.lifecycle import CANCEL_KEY_TTL_S
@@ -207,7 +207,8 @@ def _route_unqueued(
     if not pending:
         _set_state(session, AgentSession.State.RUNNING if running else AgentSession.State.IDLE)
         return None
-    run = Run.objects.create(session_id=session_id, owner_id=session.owner_id)
+    run = Run(session_id=session_id, owner_id=session.owner_id)
+    insert(run)
     if not running:
         _enqueue_on_commit(run.id)
     _set_state(session, AgentSession.State.RUNNING)
