@@ -27,10 +27,11 @@ from django.contrib.auth.signals import user_logged_out
 from django.db import transaction
 from django.db.models.signals import post_delete, post_save
 from django.http import HttpRequest
+from django.utils import timezone
 from django.utils.crypto import constant_time_compare
 
 from accounts.models import ApiToken
-from agentsite.core.queries import get_or_none
+from agentsite.compat.django import CompiledQuery
 from jobs.live import group_send
 
 log = logging.getLogger(__name__)
@@ -74,13 +75,28 @@ def credentials_group(user_id: int) -> str:
     return f"{settings.REDIS_PREFIX}.credentials.{user_id}"
 
 
+# Every live stream re-reads its credential now and then: compiled once. A token's
+# expiry is judged here, as ``ApiToken.objects.for_raw_token`` judges it.
+_ACTIVE_USER: CompiledQuery[Any] = CompiledQuery(
+    lambda user_id: get_user_model().objects.filter(pk=user_id, is_active=True), user_id=int
+)
+_TOKEN_EXPIRY: CompiledQuery[Any] = CompiledQuery(
+    lambda token_id, user_id: ApiToken.objects.filter(pk=token_id, user_id=user_id).values_list(
+        "expires_at", flat=True
+    ),
+    token_id=int,
+    user_id=int,
+)
+
+
 def credential_holds(credential: Credential) -> bool:
     """Whether ``credential`` still authenticates its user (read from the database)."""
-    user = get_or_none(get_user_model().objects.filter(pk=credential.user_id, is_active=True))
+    user = _ACTIVE_USER.one_or_none(user_id=int(credential.user_id))
     if user is None:
         return False
     if credential.token_id is not None:
-        return ApiToken.objects.unexpired().filter(pk=credential.token_id, user=user).exists()
+        expiry = _TOKEN_EXPIRY.all(token_id=int(credential.token_id), user_id=user.pk)
+        return bool(expiry) and (expiry[0] is None or expiry[0] > timezone.now())
     if credential.session_key is not None:
         return login_session_holds(credential.session_key, user)
     return True

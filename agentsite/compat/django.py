@@ -41,9 +41,11 @@ from django.db.transaction import TransactionManagementError
 
 Row = TypeVar("Row")
 
-# The stand-in for an integer value while the query compiles: far from any id, and
-# told apart from the query's own constants by its value.
-_INT_MARK_BASE = -(2**62) + 7919
+# The query compiles twice, each integer value standing in as one of these plus its
+# argument's index: a parameter that is the first in one and the second in the other is
+# that value. Both fit every integer field, a small one included (Django refuses a value
+# out of a column's range, on PostgreSQL); a constant of the query is the same in both.
+_INT_MARKS = (29_000, 30_000)
 _marks = itertools.count()
 
 
@@ -58,7 +60,9 @@ class _TextMark(str):
 class _Compiled:
     sql: str
     params: tuple[Any, ...]
-    slots: tuple[tuple[int, str], ...]  # (index in params, the value's name)
+    # (index in params, the value's name, the type Django gave the parameter: on
+    # PostgreSQL an integer is bound as psycopg's Int4 or Int8, which says its type)
+    slots: tuple[tuple[int, str, type], ...]
     for_update: bool
     compiler: Any
     converters: tuple[tuple[int, tuple[Any, ...], Any], ...]
@@ -128,8 +132,9 @@ class CompiledQuery(Generic[Row]):
         if values.keys() != self.types.keys():
             raise TypeError(f"values for {sorted(self.types)} expected, got {sorted(values)}")
         params = list(compiled.params)
-        for index, name in compiled.slots:
-            params[index] = self._bound(name, values[name])
+        for index, name, kind in compiled.slots:
+            value = self._bound(name, values[name])
+            params[index] = value if type(value) is kind else kind(value)
         with connection.cursor() as cursor:
             cursor.execute(compiled.sql, params)
             rows: Sequence[Any] = cursor.fetchall()
@@ -157,10 +162,40 @@ class CompiledQuery(Generic[Row]):
         return compiled
 
     def _compile(self, *, one: bool) -> _Compiled:
+        """Compile the query twice, with two sets of stand-ins, and find where each value goes."""
+        built = [self._built_with(base, one=one) for base in _INT_MARKS]
+        (queryset, stand_ins, compiler, sql, params), other = built
+        if other[3] != sql or len(other[4]) != len(params):
+            raise TypeError(f"the SQL depends on the values: {sql!r}")
+        slots: list[tuple[int, str, type]] = []
+        for index, (param, other_param) in enumerate(zip(params, other[4], strict=True)):
+            if isinstance(param, _TextMark):
+                slots.append((index, param.name, str))
+                continue
+            for name, value in stand_ins.items():
+                if (
+                    isinstance(param, int)
+                    and not isinstance(value, str)
+                    and param == value
+                    and other_param == other[1][name]
+                ):
+                    slots.append((index, name, type(param)))
+                    break
+            else:
+                if param != other_param:
+                    raise TypeError(f"parameter {index} of {sql!r} is no value given")
+        missing = set(stand_ins) - {name for _, name, _ in slots}
+        if missing:
+            raise TypeError(
+                f"values not bound as parameters of {sql!r}: {', '.join(sorted(missing))}"
+            )
+        return _compiled(queryset, compiler, sql, params, slots)
+
+    def _built_with(self, int_base: int, *, one: bool) -> tuple[Any, dict[str, Any], Any, str, Any]:
         stand_ins: dict[str, Any] = {}
-        for name, kind in self.types.items():
+        for index, (name, kind) in enumerate(self.types.items()):
             if kind is int:
-                stand_ins[name] = _INT_MARK_BASE + next(_marks)
+                stand_ins[name] = int_base + index
             else:
                 mark = _TextMark(f"\x00compiled-query-value-{next(_marks)}")
                 mark.name = name
@@ -168,32 +203,21 @@ class CompiledQuery(Generic[Row]):
         queryset = self.build(**stand_ins)
         if one:
             queryset = queryset.order_by()[:2]
-        return _compile(queryset, stand_ins)
+        if getattr(queryset, "_prefetch_related_lookups") or getattr(  # noqa: B009
+            queryset, "_known_related_objects"
+        ):
+            raise TypeError("a compiled query cannot prefetch related objects")
+        compiler = queryset.query.get_compiler(connection=connections[queryset.db])
+        sql, params = compiler.as_sql()
+        return queryset, stand_ins, compiler, sql, params
 
 
-def _compile(queryset: QuerySet[Any, Any], stand_ins: dict[str, Any]) -> _Compiled:
-    """Compile ``queryset`` (built with ``stand_ins``) and find where each value goes."""
-    if getattr(queryset, "_prefetch_related_lookups") or getattr(  # noqa: B009
-        queryset, "_known_related_objects"
-    ):
-        raise TypeError("a compiled query cannot prefetch related objects")
+def _compiled(
+    queryset: QuerySet[Any, Any], compiler: Any, sql: str, params: Any, slots: list[Any]
+) -> _Compiled:
+    """What running the compiled query needs: its SQL, and how to build its rows."""
     alias = queryset.db
-    connection = connections[alias]
-    compiler = queryset.query.get_compiler(connection=connection)
-    sql, params = compiler.as_sql()
-    names_of_ints = {value: name for name, value in stand_ins.items() if isinstance(value, int)}
-    slots: list[tuple[int, str]] = []
-    for index, param in enumerate(params):
-        if isinstance(param, _TextMark):
-            slots.append((index, param.name))
-        elif type(param) is int and param in names_of_ints:
-            slots.append((index, names_of_ints[param]))
-    missing = set(stand_ins) - {name for _, name in slots}
-    if missing:
-        raise TypeError(f"values not bound as parameters of {sql!r}: {', '.join(sorted(missing))}")
-    for value in stand_ins.values():
-        if str(value) in sql:
-            raise TypeError(f"a value is written into the SQL itself: {sql!r}")
+    connection = compiler.connection
     fields = [column[0] for column in compiler.select[0 : compiler.col_count]]
     if compiler.has_composite_fields(fields):
         raise TypeError("a compiled query cannot read composite fields")

@@ -72,7 +72,26 @@ def test_models_with_their_related_objects_as_the_queryset_gives_them(
         assert all(isinstance(s.created_at, datetime) and s.created_at.tzinfo for s in got)
         assert [s.created_at for s in got] == [s.created_at for s in expected]
         assert all(s._state.db == "default" and not s._state.adding for s in got)
-    assert build.calls == 1  # compiled once, run three times
+    # Built twice at the first call (two sets of stand-ins find where the values go),
+    # then only run.
+    assert build.calls == 2
+
+
+def test_an_integer_value_fits_any_integer_column(make_user: Any) -> None:
+    """The stand-ins fit a 32-bit id (PostgreSQL refuses a value out of a column's range
+    when the query compiles) and are told apart from a constant of the query."""
+    alice = make_user("erin-cq")
+    made = AgentSession.objects.create(owner=alice, title="e")
+    run = Run.objects.create(session=made, owner_id=alice.pk, batch_size=29_000)
+    query: CompiledQuery[str] = CompiledQuery(
+        lambda owner_id, size: Run.objects.filter(
+            owner_id=owner_id, batch_size=size, start_seq__lt=29_000
+        ).values_list("id", flat=True),
+        owner_id=int,
+        size=int,
+    )
+    assert query.all(owner_id=alice.pk, size=29_000) == [run.pk]
+    assert query.all(owner_id=alice.pk, size=0) == []
 
 
 def test_tuples_flat_values_and_one_row(make_user: Any) -> None:
@@ -141,6 +160,12 @@ def test_a_query_that_does_not_bind_a_value_is_refused_when_it_compiles() -> Non
     )
     with pytest.raises(TypeError, match="not bound as parameters"):
         ignores.all(owner_id=2)
+    # A slice is written into the SQL (LIMIT 3): a value there would change the SQL.
+    sliced: CompiledQuery[AgentSession] = CompiledQuery(
+        lambda n: AgentSession.objects.order_by("id")[:n], n=int
+    )
+    with pytest.raises(TypeError, match="SQL depends on the values"):
+        sliced.all(n=3)
     dicts: CompiledQuery[Any] = CompiledQuery(
         lambda owner_id: AgentSession.objects.filter(owner_id=owner_id).values("id"),
         owner_id=int,
