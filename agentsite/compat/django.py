@@ -88,12 +88,12 @@ class CompiledQuery(Generic[Row]):
         )
         runs = live_runs.all(session_id=session.pk)
 
-    ``build`` runs once with stand-ins for the values (and once more for
-    ``one_or_none``'s own form of the query), on the database alias the queryset
-    picks then: a router that picks a database by the values is not followed. A query whose SQL
-    holds a stand-in anywhere but in its parameters is refused when it first
-    compiles, and so is one whose rows this cannot build (a ``values()`` dict,
-    ``prefetch_related``).
+    ``build`` runs twice at the first call, with two sets of stand-ins for the
+    values (twice more for ``one_or_none``'s own form of the query), on the database
+    alias the queryset picks then: a router that picks a database by the values is
+    not followed. A query whose SQL changes with its values, or that leaves a value
+    out of its parameters, is refused when it first compiles, and so is one whose
+    rows this cannot build (a ``values()`` dict, ``prefetch_related``).
     """
 
     def __init__(self, build: Callable[..., QuerySet[Any, Row]], **types: type) -> None:
