@@ -240,7 +240,10 @@ def test_a_tool_whose_worker_alone_is_killed_still_records_its_result(
         created = start_job(base, headers_for(user), "orphaned", "sleepy", seconds=8, steps=80)
         assert created.status_code == 202, created.text
         job_id = created.json()["job_id"]
-        wait_until(lambda: Job.objects.filter(pk=job_id, status=Job.Status.RUNNING).exists())
+        # Progress is reported by the tool in the horse: the job has been handed over. (The
+        # worker marks the job running before it hands it to its warm horse: killed in
+        # between, the job is the worker's loss, which tests/jobs/test_worker_lost.py covers.)
+        wait_until(lambda: Job.objects.filter(pk=job_id, progress_fraction__gt=0).exists())
         horses = wait_until(lambda: children_of(worker.pid))
         worker.kill()  # the worker's main process only; its horse runs on
         worker.wait()
