@@ -6,8 +6,10 @@
 3. queue wait on an idle worker: one job at a time, time from commit to start.
 
 Prints throughput, latency p50/p95, queue wait and the workers' CPU time per
-job for each, the median ratio of throughputs (target ≥ 0.8) and the idle
-queue wait p95 (target ≤ 100 ms).
+job for each, the CPU a job costs the rest (this process: the client, and the web
+views it calls in-process; a PostgreSQL server's processes; Redis servers), the
+median ratio of throughputs (target ≥ 0.8) and the idle queue wait p95 (target
+≤ 100 ms).
 Uses a scratch SQLite database (or BENCH_DATABASE_URL) and REDIS_URL, or an
 embedded Redis when REDIS_URL is unset.
 """
