@@ -14,9 +14,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 
 def new_job(owner: Any, key: str) -> Job:
-    return Job(
-        owner=owner, tool="noop", args={"n": [1, "two"]}, idempotency_key=key, timeout_s=30
-    )
+    return Job(owner=owner, tool="noop", args={"n": [1, "two"]}, idempotency_key=key, timeout_s=30)
 
 
 def test_the_row_is_what_the_orm_reads_back(user: Any, django_assert_num_queries: Any) -> None:

@@ -54,9 +54,9 @@ def test_models_with_their_related_objects_as_the_queryset_gives_them(
 ) -> None:
     alice, bob, _ = sessions_of(make_user)
     build = Counted(
-        lambda owner_id: AgentSession.objects.select_related("owner")
-        .filter(owner_id=owner_id)
-        .order_by("title")
+        lambda owner_id: (
+            AgentSession.objects.select_related("owner").filter(owner_id=owner_id).order_by("title")
+        )
     )
     query: CompiledQuery[AgentSession] = CompiledQuery(build, owner_id=int)
     for owner in (alice, bob, alice):
@@ -97,9 +97,11 @@ def test_an_integer_value_fits_any_integer_column(make_user: Any) -> None:
 def test_tuples_flat_values_and_one_row(make_user: Any) -> None:
     alice, bob, made = sessions_of(make_user)
     tuples: CompiledQuery[tuple[str, str]] = CompiledQuery(
-        lambda owner_id: AgentSession.objects.filter(owner_id=owner_id)
-        .order_by("title")
-        .values_list("id", "title"),
+        lambda owner_id: (
+            AgentSession.objects.filter(owner_id=owner_id)
+            .order_by("title")
+            .values_list("id", "title")
+        ),
         owner_id=int,
     )
     assert tuples.all(owner_id=alice.pk) == [(made[0].pk, "a1"), (made[2].pk, "a2")]
@@ -177,9 +179,11 @@ def test_a_query_that_does_not_bind_a_value_is_refused_when_it_compiles() -> Non
 def test_a_locking_query_needs_a_transaction_where_the_database_locks(make_user: Any) -> None:
     session = AgentSession.objects.create(owner=make_user("dave-cq"))
     locked: CompiledQuery[Run] = CompiledQuery(
-        lambda run_id: Run.objects.select_related("session")
-        .select_for_update(of=("session",))
-        .filter(pk=run_id),
+        lambda run_id: (
+            Run.objects.select_related("session")
+            .select_for_update(of=("session",))
+            .filter(pk=run_id)
+        ),
         run_id=str,
     )
     run = Run.objects.create(session=session, owner_id=session.owner_id)
