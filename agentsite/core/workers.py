@@ -135,7 +135,9 @@ class RidesOutRedis(BaseWorker):
         ``sleep_time``, so a worker asked to stop took up to a minute more to exit,
         past the patience of most process managers. Here the listener is told to
         end first, so the reply wakes a thread that then ends; the wait for it is
-        bounded, and it is a daemon thread either way.
+        bounded, and it is a daemon thread either way. A listener that ends first
+        closes the connection, and the UNSUBSCRIBE written meanwhile fails: that is
+        no failure of the stop.
         """
         listener = self.pubsub_thread
         if listener is None:
@@ -145,6 +147,10 @@ class RidesOutRedis(BaseWorker):
         listener.stop(timeout=0)
         try:
             self.pubsub.unsubscribe()
+        except REDIS_DOWN as exc:
+            # The listener, told to stop, may close the connection while the UNSUBSCRIBE
+            # is being written ("Bad file descriptor"): closed, it is subscribed to nothing.
+            self.log.info("Worker %s: unsubscribe not sent (%s)", self.name, exc)
         finally:
             listener.join(timeout=1)
             if listener.is_alive():  # it closes the connection itself when it ends
