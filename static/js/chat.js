@@ -161,10 +161,28 @@
     return node;
   }
 
+  // The chat follows new messages down while the reader is at the bottom, but not while
+  // they are at a pending approval card (the pointer on it, or typing in it): following
+  // would move its buttons from under the pointer, and a click meant for Approve or
+  // Reject would land elsewhere.
+  function atWorkOnACard() {
+    if (log.querySelector('.approval-card[data-status="pending"]:hover')) return true;
+    const active = document.activeElement;
+    return Boolean(active && active.closest && active.closest('.approval-card[data-status="pending"]'));
+  }
+
+  function nearBottom(margin) {
+    return window.innerHeight + window.scrollY >= document.body.scrollHeight - margin;
+  }
+
+  function follow(node, wasNearBottom) {
+    if (wasNearBottom && !atWorkOnACard()) node.scrollIntoView({ block: "end" });
+  }
+
   function append(node) {
-    const nearBottom = window.innerHeight + window.scrollY >= document.body.scrollHeight - 120;
+    const near = nearBottom(120);
     log.appendChild(node);
-    if (nearBottom) node.scrollIntoView({ block: "end" });
+    follow(node, near);
   }
 
   function notice(text) {
@@ -230,7 +248,7 @@
     b.text += payload.text || "";
     b.item.dataset.streamed = b.text;
     renderBubble(b);
-    if (window.innerHeight + window.scrollY >= document.body.scrollHeight - 160) b.item.scrollIntoView({ block: "end" });
+    follow(b.item, nearBottom(160));
   }
 
   function assistantMessage(payload, frame) {

@@ -314,3 +314,47 @@ def test_a_request_past_its_time_shows_as_expired(page: Any, site: str, approvin
     expect(card.locator(".approval-outcome")).to_have_text("Expired: nobody decided in time.")
     assert approvals_expire() == 0  # the refused decision expired it already
     assert Job.objects.get(pk=request.job_id).status == "cancelled"
+
+
+def test_the_chat_holds_still_while_the_pointer_is_on_a_pending_card(
+    page: Any, site: str, approving: Any
+) -> None:
+    """Before: every new message scrolled the chat down, the card and its buttons with it,
+    while the user was about to click Approve (a click then landed beside the button)."""
+    page.set_viewport_size({"width": 900, "height": 420})
+    session = AgentSession.objects.create(owner=approving, title="Holds still")
+    chat_open(page, site, session)
+    chat_send(page, "run the tests")
+    card = pending_card(page, 0)
+    settled(page, 1)
+    page.locator("#message").evaluate("node => node.blur()")
+    page.evaluate("window.scrollTo(0, document.body.scrollHeight)")
+    approve = card.locator("button.approve")
+    box = approve.bounding_box()
+    assert box is not None and box["y"] + box["height"] <= 420, "the card is in view"
+    page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+    before = page.evaluate("window.scrollY")
+    client = api_client_for(approving)
+    replies = page.locator(".msg.assistant")
+    count = replies.count()
+    posted = client.post(
+        f"/api/sessions/{session.id}/messages", {"text": "hello"}, content_type="application/json"
+    )
+    assert posted.status_code == 202, posted.content
+    expect(replies).to_have_count(count + 1, timeout=WAIT_MS)
+    page.wait_for_timeout(300)  # any scroll the new message asked for has happened
+    assert page.evaluate("window.scrollY") == before
+    assert approve.bounding_box() == box
+
+    # Away from the card and back at the bottom, the chat follows new messages down again.
+    page.mouse.move(5, 5)
+    page.evaluate("window.scrollTo(0, document.body.scrollHeight)")
+    before = page.evaluate("window.scrollY")
+    posted = client.post(
+        f"/api/sessions/{session.id}/messages", {"text": "hello"}, content_type="application/json"
+    )
+    assert posted.status_code == 202, posted.content
+    expect(replies).to_have_count(count + 2, timeout=WAIT_MS)
+    wait_until(lambda: page.evaluate("window.scrollY") > before, timeout=WAIT_MS / 1000)
+    approve.click()
+    expect(card.locator(".approval-outcome")).to_have_text("Approved by alice", timeout=WAIT_MS)
