@@ -27,10 +27,9 @@ from django.contrib.auth.signals import user_logged_out
 from django.db import transaction
 from django.db.models.signals import post_delete, post_save
 from django.http import HttpRequest
-from django.utils import timezone
 from django.utils.crypto import constant_time_compare
 
-from accounts.models import ApiToken
+from accounts.models import ApiToken, unexpired_at
 from agentsite.compat.django import CompiledQuery
 from jobs.live import group_send
 
@@ -76,7 +75,7 @@ def credentials_group(user_id: int) -> str:
 
 
 # Every live stream re-reads its credential now and then: compiled once. A token's
-# expiry is judged here, as ``ApiToken.objects.for_raw_token`` judges it.
+# expiry is judged after the read (``unexpired_at``), as for a request's token.
 _ACTIVE_USER: CompiledQuery[Any] = CompiledQuery(
     lambda user_id: get_user_model().objects.filter(pk=user_id, is_active=True), user_id=int
 )
@@ -96,7 +95,7 @@ def credential_holds(credential: Credential) -> bool:
         return False
     if credential.token_id is not None:
         expiry = _TOKEN_EXPIRY.all(token_id=int(credential.token_id), user_id=user.pk)
-        return bool(expiry) and (expiry[0] is None or expiry[0] > timezone.now())
+        return bool(expiry) and unexpired_at(expiry[0])
     if credential.session_key is not None:
         return login_session_holds(credential.session_key, user)
     return True

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import hashlib
 import secrets
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
@@ -17,6 +17,11 @@ def token_hash(raw: str) -> str:
     return hashlib.sha256(raw.encode()).hexdigest()
 
 
+def unexpired_at(expires_at: datetime | None) -> bool:
+    """Whether a token with this expiry still holds now: ``unexpired()`` for one row read."""
+    return expires_at is None or expires_at > timezone.now()
+
+
 class ApiTokenQuerySet(models.QuerySet["ApiToken"]):
     def for_raw_token(self, raw: str) -> ApiToken | None:
         """The unexpired token whose raw value is ``raw``, with its user, or None.
@@ -25,9 +30,7 @@ class ApiTokenQuerySet(models.QuerySet["ApiToken"]):
         (``_TOKEN_BY_HASH``), and the expiry is judged here rather than in it.
         """
         token = _TOKEN_BY_HASH.one_or_none(token_hash=token_hash(raw))
-        if token is None or (token.expires_at is not None and token.expires_at <= timezone.now()):
-            return None
-        return token
+        return token if token is not None and unexpired_at(token.expires_at) else None
 
     def unexpired(self) -> ApiTokenQuerySet:
         return self.filter(Q(expires_at__isnull=True) | Q(expires_at__gt=timezone.now()))
