@@ -105,12 +105,6 @@ _LIVE_RUNS: CompiledQuery[Run] = CompiledQuery(
     lambda session_id: Run.objects.filter(session_id=session_id, status__in=ACTIVE),
     session_id=str,
 )
-_LIVE_RUN_STATES: CompiledQuery[tuple[str, str]] = CompiledQuery(
-    lambda session_id: Run.objects.filter(session_id=session_id, status__in=ACTIVE).values_list(
-        "id", "status"
-    ),
-    session_id=str,
-)
 _PENDING_LOCKED: CompiledQuery[Event] = CompiledQuery(
     lambda session_id: (
         Event.objects.select_for_update()
@@ -230,7 +224,7 @@ def run_start(*, run_id: str) -> Claim | None:
         if run is None or run.status in Run.TERMINAL:
             return None
         session_id = run.session_id
-        live = _LIVE_RUN_STATES.all(session_id=session_id)
+        live = [(r.id, r.status) for r in _LIVE_RUNS.all(session_id=session_id)]
         if any(status == Run.Status.RUNNING for _, status in live):
             return None
         # Another queued run exists only beside a handed-back run; the events that
