@@ -10,6 +10,11 @@ class AgentsiteConfig(AppConfig):
     def ready(self) -> None:
         from django.db.backends.signals import connection_created
 
+        from agentsite.compat import asyncio as compat_asyncio
+
+        # Before any task is cancelled: a cancellation during a Redis command is kept.
+        compat_asyncio.install()
+
         from agentsite.core.telemetry import on_connection_created
         from agentsite.ops import checks  # noqa: F401  (registers the system checks)
 
