@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextvars
 import functools
 import logging
 import threading
@@ -37,7 +38,6 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 import redis.asyncio
-from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.db import connections
 
@@ -123,9 +123,13 @@ class TurnRuntime:
     async def db(self, fn: Callable[..., T], /, **kwargs: Any) -> T:
         """Run a synchronous database function on the pool and await its result."""
         call = functools.partial(_db_call, fn, kwargs, self.close_connections)
-        # Not thread-sensitive: turns must not queue behind one thread. asgiref
-        # still routes async_to_sync (the channel-layer publish) back to this loop.
-        result: T = await sync_to_async(call, thread_sensitive=False, executor=self.db_pool)()
+        # Any pool thread, so turns never queue behind one; the caller's context (its
+        # log context) goes along. Nothing on this path calls back into the loop
+        # (``async_to_sync``), so asgiref's ``sync_to_async`` and its per-call
+        # bookkeeping of contexts and threads are not needed.
+        context = contextvars.copy_context()
+        loop = asyncio.get_running_loop()
+        result: T = await loop.run_in_executor(self.db_pool, context.run, call)
         return result
 
     async def tool_call(self, *, name: str, **kwargs: Any) -> tuple[Any, bool]:
