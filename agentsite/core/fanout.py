@@ -132,7 +132,13 @@ class Subscription:
         except TimeoutError:
             log.warning("marker for %s did not come back; going on without it", feed.group)
             if feed.started.done() and feed.started.exception() is None:
-                await feed.marker_send()  # for the followers that come next
+                try:
+                    await feed.marker_send()  # for the followers that come next
+                except Exception as exc:
+                    # Redis went away meanwhile (a failover, a restart): the follower goes
+                    # on all the same, as promised; the reconnect's resync, or its idle
+                    # re-read of the log, brings it what the gap cost.
+                    log.warning("no marker for %s either: %r", feed.group, exc)
 
     async def leave(self) -> None:
         if self.left:
