@@ -19,9 +19,11 @@ connection runs through Django, savepoints included; BEGIN and COMMIT are not
 statements Django runs and are not counted) and the CPU per turn of this
 process (user plus system, every thread). Beside them, from the same run, the
 CPU of one bare statement (``SELECT 1``) as a baseline: a turn's CPU read in
-bare statements compares across machines. The first BENCH_TURNS_WARMUP (10)
-turns are not counted. Uses a scratch SQLite database (or BENCH_DATABASE_URL)
-and REDIS_URL, or an embedded Redis when REDIS_URL is unset.
+bare statements compares across machines; and the same statement's CPU when it
+runs 20 ms after the last, as the statements of a lone answer's deltas do. The
+first BENCH_TURNS_WARMUP (10) turns are not counted. Uses a scratch SQLite
+database (or BENCH_DATABASE_URL) and REDIS_URL, or an embedded Redis when
+REDIS_URL is unset.
 """
 
 from __future__ import annotations
@@ -43,6 +45,9 @@ TURNS = int(os.environ.get("BENCH_TURNS", "200"))
 WARMUP = int(os.environ.get("BENCH_TURNS_WARMUP", "10"))
 PER_SESSION = int(os.environ.get("BENCH_TURNS_PER_SESSION", "10"))
 BARE = 5000
+# A lone answer's deltas come about this far apart (the offline model's pace).
+SPACED_GAP_S = 0.02
+SPACED = 200
 
 
 class StatementCount:
@@ -134,19 +139,35 @@ def measure() -> int:
     runtime.shutdown()
     statements = Counter(count.by_side)
     report(connection.vendor, statements, cpu, bare_statement_ms())
+    spaced_ms = bare_statement_ms(gap_s=SPACED_GAP_S, count=SPACED)
+    print(
+        f"the same statement {1000 * SPACED_GAP_S:.0f} ms after the thread last ran:"
+        f" {spaced_ms:.3f} ms of CPU (what a lone event pays in each thread it wakes)"
+    )
     return 0
 
 
-def bare_statement_ms() -> float:
-    """CPU of this process per ``SELECT 1`` through Django's cursor, in milliseconds."""
+def bare_statement_ms(*, gap_s: float = 0.0, count: int = BARE) -> float:
+    """CPU of this thread per ``SELECT 1`` through Django's cursor, in milliseconds: back
+    to back, or each ``gap_s`` after the last, as a lone answer's deltas come (a thread
+    woken after a pause runs on cold caches, and pays for it)."""
     from django.db import connection
 
+    spent = 0.0
     with connection.cursor() as cursor:
-        began = time.process_time()
-        for _ in range(BARE):
+        if not gap_s:
+            began = time.thread_time()
+            for _ in range(count):
+                cursor.execute("SELECT 1")
+                cursor.fetchone()
+            return 1000 * (time.thread_time() - began) / count
+        for _ in range(count):
+            time.sleep(gap_s)
+            began = time.thread_time()
             cursor.execute("SELECT 1")
             cursor.fetchone()
-    return 1000 * (time.process_time() - began) / BARE
+            spent += time.thread_time() - began
+    return 1000 * spent / count
 
 
 def report(vendor: str, statements: Counter[str], cpu: dict[str, float], bare_ms: float) -> None:
