@@ -68,8 +68,8 @@ async def test_wait_for_keeps_its_results_and_timeouts() -> None:
 
 
 async def test_a_task_cancelled_during_a_redis_command_ends_cancelled() -> None:
-    # redis-py 8 sends every command under wait_for. With Python 3.11's, about a
-    # third of these cancels were lost: the command returned and the task went on.
+    # redis-py 8 sends every command under wait_for. With Python 3.11's, more than
+    # half of these cancels were lost: the command returned and the task went on.
     client = async_redis_client()
     try:
         await client.exists("compat-asyncio-nothing")
