@@ -20,7 +20,7 @@ statements Django runs and are not counted) and the CPU per turn of this
 process (user plus system, every thread). Beside them, from the same run, the
 CPU of one bare statement (``SELECT 1``) as a baseline: a turn's CPU read in
 bare statements compares across machines; and the same statement's CPU when it
-runs 20 ms after the last, as the statements of a lone answer's deltas do. The
+runs after a 20 ms pause (a lone answer's deltas come about 70 ms apart). The
 first BENCH_TURNS_WARMUP (10) turns are not counted. Uses a scratch SQLite
 database (or BENCH_DATABASE_URL) and REDIS_URL, or an embedded Redis when
 REDIS_URL is unset.
@@ -45,7 +45,8 @@ TURNS = int(os.environ.get("BENCH_TURNS", "200"))
 WARMUP = int(os.environ.get("BENCH_TURNS_WARMUP", "10"))
 PER_SESSION = int(os.environ.get("BENCH_TURNS_PER_SESSION", "10"))
 BARE = 5000
-# A lone answer's deltas come about this far apart (the offline model's pace).
+# Shorter than the ~70 ms between a lone answer's deltas at the offline model's pace:
+# the cost of a cold start it shows is, if anything, low.
 SPACED_GAP_S = 0.02
 SPACED = 200
 
@@ -149,8 +150,8 @@ def measure() -> int:
 
 def bare_statement_ms(*, gap_s: float = 0.0, count: int = BARE) -> float:
     """CPU of this thread per ``SELECT 1`` through Django's cursor, in milliseconds: back
-    to back, or each ``gap_s`` after the last, as a lone answer's deltas come (a thread
-    woken after a pause runs on cold caches, and pays for it)."""
+    to back, or each after a pause of ``gap_s``, as a lone answer's deltas come (a
+    thread woken after a pause runs on cold caches, and pays for it)."""
     from django.db import connection
 
     spent = 0.0
