@@ -180,6 +180,11 @@ def subprocess_env(report_path: Path, scratch: Path) -> dict[str, str]:
         PYTHONUNBUFFERED="1",
         AGENTSITE_REPORT_PATH=str(report_path),
     )
+    if workspace_python() == sys.executable:
+        # The server's own interpreter: the pytest plugins installed beside it are the
+        # server's (pytest-django, xdist, Playwright, Locust, ...), not the workspace's.
+        # The tests get plain pytest, and pytest starts in a tenth of the time.
+        env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
     return env
 
 

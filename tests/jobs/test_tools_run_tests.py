@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -203,6 +204,32 @@ def test_the_tests_do_not_see_the_servers_environment(tmp_path: Path) -> None:
         result = RUN_TESTS.run({}, LocalToolContext())
 
     assert result["summary"] == "1 passed"
+
+
+PLUGINS_SEEN = (
+    "def test_plugins(pytestconfig):\n"
+    "    names = {name for name, _ in pytestconfig.pluginmanager.list_name_plugin()}\n"
+    "    assert names.isdisjoint({'django', 'xdist.plugin', 'asyncio', 'timeout'}), names\n"
+)
+
+
+def test_the_tests_get_none_of_the_servers_pytest_plugins(tmp_path: Path) -> None:
+    (tmp_path / "test_plugins.py").write_text(PLUGINS_SEEN)
+    with override_settings(AGENTSITE_WORKSPACE=tmp_path):
+        result = RUN_TESTS.run({}, LocalToolContext())
+
+    assert result["summary"] == "1 passed", result
+
+
+def test_a_workspace_interpreter_of_its_own_keeps_its_plugins(tmp_path: Path) -> None:
+    """Another interpreter's plugins are the workspace's own: pytest loads them. (This
+    one is the server's under another name, so its plugins are the ones seen.)"""
+    (tmp_path / "test_plugins.py").write_text(PLUGINS_SEEN)
+    python = os.path.join(os.path.dirname(sys.executable), ".", os.path.basename(sys.executable))
+    with override_settings(AGENTSITE_WORKSPACE=tmp_path, AGENTSITE_WORKSPACE_PYTHON=python):
+        result = RUN_TESTS.run({}, LocalToolContext())
+
+    assert result["summary"] == "1 failed (test_plugins.py)", result
 
 
 def test_cancelling_kills_the_whole_process_group(slow_workspace: Path) -> None:
