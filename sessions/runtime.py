@@ -141,8 +141,11 @@ class TurnRuntime:
         loop = asyncio.get_running_loop()
         # Tool threads may idle for long: each call closes the connections it opened.
         call = functools.partial(_db_call, tool_execute, {"name": name, **kwargs}, True)
+        # The tool's log lines name the turn's run and session, as its database calls do.
+        context = contextvars.copy_context()
+        running = loop.run_in_executor(self.tool_pool, context.run, call)
         try:
-            return await asyncio.wait_for(loop.run_in_executor(self.tool_pool, call), timeout)
+            return await asyncio.wait_for(running, timeout)
         except TimeoutError:
             # The thread cannot be killed; the tool sees ctx.cancelled at its deadline.
             message = f"{name} did not finish within its {timeout:g}s deadline."

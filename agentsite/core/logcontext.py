@@ -2,9 +2,10 @@
 
 The ids live in context variables, so they follow the work and nothing else: a
 thread or an asyncio task sees only the ids its own entry point set (each of the
-turn worker's turns is a task of its own, and ``sync_to_async`` carries them to
-the database threads). ``LogContextFilter`` copies them onto every record that
-passes the console handler, where the format prints them.
+turn worker's turns is a task of its own, and the turn runtime carries them to
+its database and tool threads, as ``sync_to_async`` does elsewhere).
+``LogContextFilter`` copies them onto every record that passes the console
+handler, where the format prints them.
 """
 
 from __future__ import annotations

@@ -9,6 +9,8 @@ from typing import Any
 import pytest
 
 from agentsite.core.logcontext import LogContextFilter, log_context_bind, logged_with
+from sessions import runtime as runtime_module
+from sessions.runtime import TurnRuntime
 from tests.conftest import ARTIFACTS, wait_until
 from tests.jobs.factories import started_job_id, wait_for_status
 
@@ -64,3 +66,32 @@ async def test_concurrent_turns_each_log_their_own_ids() -> None:
         "tests.turns [run_id=run_b session_id=ses_b]: turn says run_b",
         "tests.turns: between turns",
     ]
+
+
+async def test_a_blocking_tool_s_thread_logs_with_its_turn_s_ids(monkeypatch: Any) -> None:
+    """A blocking tool runs on the runtime's tool threads: its lines name the turn too."""
+    log = logging.getLogger("tests.tools")
+
+    def tool_execute(*, name: str, **kwargs: Any) -> tuple[Any, bool]:
+        log.info("%s runs", name)
+        return {"ok": True}, False
+
+    monkeypatch.setattr(runtime_module, "tool_execute", tool_execute)
+    monkeypatch.setattr(runtime_module, "blocking_tool_timeout", lambda name: 5.0)
+    runtime = TurnRuntime(db_threads=1, tool_threads=1, close_connections=True)
+
+    @logged_with("run_id")
+    async def call(run_id: str) -> Any:
+        log_context_bind(session_id="ses_t")
+        return await runtime.tool_call(name="slow_lookup")
+
+    handler = Collected()
+    log.addHandler(handler)
+    try:
+        assert await call("run_t") == ({"ok": True}, False)
+    finally:
+        log.removeHandler(handler)
+        runtime.tool_pool.shutdown()
+        runtime.db_pool.shutdown()
+
+    assert handler.lines == ["tests.tools [run_id=run_t session_id=ses_t]: slow_lookup runs"]
