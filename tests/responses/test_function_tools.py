@@ -19,7 +19,7 @@ from openai.types.responses import (
 )
 
 from responses.models import AgentResponse
-from sessions.llm.scripted import scripted_push, scripted_requests
+from sessions.llm.scripted import scripted_open, scripted_push, scripted_requests
 from tests.responses.test_background import retrieve_until_ended
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -141,7 +141,8 @@ def test_a_streamed_function_call_sends_the_official_events_in_order(client: Ope
 
 def test_a_background_function_call_round_trip(client: OpenAI) -> None:
     first_id, session_id = scripted_response(client)
-    scripted_push(session_id, {"tool_calls": [CALL]}, {"text": "Sunny."})
+    # The answer waits for its gate: the resumed create must answer before the turn ends.
+    scripted_push(session_id, {"tool_calls": [CALL]}, {"text": "Sunny.", "gate": "answer"})
     started = client.responses.create(
         model="scripted",
         input="weather?",
@@ -162,6 +163,7 @@ def test_a_background_function_call_round_trip(client: OpenAI) -> None:
         background=True,
     )
     assert resumed.status in ("queued", "in_progress")
+    scripted_open(session_id, "answer")
     answered = retrieve_until_ended(client, resumed.id)
     assert answered.status == "completed" and answered.output_text == "Sunny."
 
