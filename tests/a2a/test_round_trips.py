@@ -213,12 +213,17 @@ def test_a_stream_carries_the_tool_call_and_the_answer_chunk_by_chunk(
 def test_a_dropped_stream_resubscribed_loses_and_repeats_nothing(
     client_of: Any, user: Any, binding: str
 ) -> None:
+    # The answer streams in pieces, and its turn ends only once the resubscription is
+    # live (a subscription to an ended task is refused, as the spec says).
+    session = AgentSession.objects.create(owner=user, model="scripted")
+    answer = "The shop library has three modules, and two of its tests fail."
+    scripted_push(session.id, {"text": answer, "chunk": 6, "delay_s": 0.03, "gate": "end"})
     mine = client_of(user, binding)
 
     async def talk() -> tuple[Rebuilt, str]:
         async with mine as client:
             first = Rebuilt()
-            stream = client.send_message(send("write a report on the shop library"))
+            stream = client.send_message(send("tell me about the shop", context_id=session.id))
             async for event in stream:
                 first.take(event)
                 if len(first.states) >= 2:  # the task, then the first update: drop
@@ -228,13 +233,15 @@ def test_a_dropped_stream_resubscribed_loses_and_repeats_nothing(
             task_id = first.task.id
             again = Rebuilt()
             async for event in client.subscribe(SubscribeToTaskRequest(id=task_id)):
+                if not again.states:
+                    scripted_open(session.id, "end")
                 again.take(event)
         return again, task_id
 
     again, task_id = run(talk())
     assert again.states[-1] == TaskState.TASK_STATE_COMPLETED
-    session_id = AgentTask.objects.get(pk=task_id).session_id
-    assert list(again.texts.values()) == assistant_texts(session_id)
+    assert AgentTask.objects.get(pk=task_id).session_id == session.id
+    assert list(again.texts.values()) == assistant_texts(session.id) == [answer]
 
 
 @pytest.mark.parametrize("binding", BINDINGS)
