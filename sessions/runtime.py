@@ -120,16 +120,22 @@ class TurnRuntime:
         self.busy = asyncio.Event()  # set when a turn starts; the watchers wait for it
         self.redis: redis.asyncio.Redis | None = None  # the watcher's, on its loop
 
+    @staticmethod
+    def _in_pool(pool: concurrent.futures.Executor, call: Callable[[], T]) -> asyncio.Future[T]:
+        """``call`` on any thread of ``pool``, with the caller's context (its log context).
+
+        Nothing run this way calls back into the loop (``async_to_sync``), so asgiref's
+        ``sync_to_async`` and its per-call bookkeeping of contexts and threads are not
+        needed.
+        """
+        context = contextvars.copy_context()
+        return asyncio.get_running_loop().run_in_executor(pool, context.run, call)
+
     async def db(self, fn: Callable[..., T], /, **kwargs: Any) -> T:
         """Run a synchronous database function on the pool and await its result."""
+        # Any pool thread, so turns never queue behind one.
         call = functools.partial(_db_call, fn, kwargs, self.close_connections)
-        # Any pool thread, so turns never queue behind one; the caller's context (its
-        # log context) goes along. Nothing on this path calls back into the loop
-        # (``async_to_sync``), so asgiref's ``sync_to_async`` and its per-call
-        # bookkeeping of contexts and threads are not needed.
-        context = contextvars.copy_context()
-        loop = asyncio.get_running_loop()
-        result: T = await loop.run_in_executor(self.db_pool, context.run, call)
+        result: T = await self._in_pool(self.db_pool, call)
         return result
 
     async def tool_call(self, *, name: str, **kwargs: Any) -> tuple[Any, bool]:
@@ -138,14 +144,10 @@ class TurnRuntime:
         timeout = blocking_tool_timeout(name)
         if timeout is None:
             return await self.db(tool_execute, name=name, **kwargs)
-        loop = asyncio.get_running_loop()
         # Tool threads may idle for long: each call closes the connections it opened.
         call = functools.partial(_db_call, tool_execute, {"name": name, **kwargs}, True)
-        # The tool's log lines name the turn's run and session, as its database calls do.
-        context = contextvars.copy_context()
-        running = loop.run_in_executor(self.tool_pool, context.run, call)
         try:
-            return await asyncio.wait_for(running, timeout)
+            return await asyncio.wait_for(self._in_pool(self.tool_pool, call), timeout)
         except TimeoutError:
             # The thread cannot be killed; the tool sees ctx.cancelled at its deadline.
             message = f"{name} did not finish within its {timeout:g}s deadline."
