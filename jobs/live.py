@@ -13,7 +13,7 @@ import functools
 import logging
 import os
 import threading
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, Literal, TypedDict
 
 import django_rq
@@ -109,6 +109,28 @@ def group_send(group: str, message: Mapping[str, object]) -> None:
         future.result(timeout=PUBLISH_TIMEOUT_S)
     except Exception:
         log.warning("could not publish %s to %s", message.get("type"), group, exc_info=True)
+
+
+def group_send_many(messages: Sequence[tuple[str, Mapping[str, object]]]) -> None:
+    """Send each (group, message) in order: on the direct path, one round trip for all."""
+    layer = get_channel_layer()
+    if layer is None or not messages:
+        return
+    prefix = direct_publish_prefix()
+    if prefix is None:
+        for group, message in messages:
+            group_send(group, message)
+        return
+    try:
+        pipe = redis_connection().pipeline(transaction=False)
+        for group, message in messages:
+            pipe.publish(
+                channels_redis.group_channel(prefix, group),
+                channels_redis.serialized(layer, message),
+            )
+        pipe.execute()
+    except Exception:
+        log.warning("could not publish %d messages", len(messages), exc_info=True)
 
 
 class JobUpdateMessage(TypedDict):

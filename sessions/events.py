@@ -7,15 +7,18 @@ replaying from the log.
 
 from __future__ import annotations
 
+import contextlib
 import functools
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Mapping, Sequence
+from contextlib import AbstractContextManager
+from typing import Any, NamedTuple
 
 from django.db import connections, transaction
 from django.db.models import F, Field, Model
 from django.utils import timezone
 
-from jobs.live import group_send
+from agentsite.core.database import DATABASE_AWAY
+from jobs.live import group_send, group_send_many
 from sessions.log_watch import log_moved
 from sessions.models import AgentSession, Event
 from sessions.payloads import SessionEventMessage
@@ -47,22 +50,91 @@ def event_append(
     """
     connection = transaction.get_connection()
     event = Event(session_id=session_id, kind=kind, payload=payload, pending=pending, run_id=run_id)
-    if connection.vendor == "postgresql":
-        event, watched = _append_one_statement(connection, event)
-        # In autocommit (a turn's delta) the statement has committed and this runs now.
-        transaction.on_commit(lambda: event_committed(event, watched=watched))
-        return event
     # No savepoint inside a caller's transaction: a failure here fails that whole
     # transaction (Django marks it for rollback), which is what every caller wants.
-    with transaction.atomic(savepoint=False):
-        seq, watched = _seq_next(session_id)
-        event.seq = seq
-        if connection.features.can_return_columns_from_insert:
-            _insert(connection, event)
-        else:
-            event.save(force_insert=True)
+    # On PostgreSQL in autocommit (a turn's delta) the one statement commits alone.
+    with _statements(connection):
+        watched = _append(connection, event)
         transaction.on_commit(lambda: event_committed(event, watched=watched))
     return event
+
+
+class EventDraft(NamedTuple):
+    """An event to append with others (``event_append_many``)."""
+
+    session_id: str
+    kind: str
+    payload: Mapping[str, Any]
+    run_id: str | None = None
+
+
+def event_append_many(*, drafts: Sequence[EventDraft]) -> list[Event | Exception]:
+    """Append events of any sessions in one transaction, published together once it commits.
+
+    A turn worker writes the deltas of every answer due at the same moment this
+    way: one commit and one round trip to Redis for all of them, where each
+    took its own. Each session still gets dense seqs in its drafts' order. The
+    sessions' rows are locked in the order of their ids, so two such writes
+    never wait on each other in a cycle.
+
+    Returns each draft's event, in the drafts' order; a draft that cannot be
+    appended (its session deleted meanwhile) gets its exception instead, and the
+    others are then appended one by one. A connection lost on the way raises, as
+    ``event_append`` does, for the caller's retry (``through_database_outage``).
+    """
+    events = [
+        Event(session_id=d.session_id, kind=d.kind, payload=d.payload, run_id=d.run_id)
+        for d in drafts
+    ]
+    order = sorted(range(len(events)), key=lambda i: events[i].session_id)
+    try:
+        with transaction.atomic():
+            connection = transaction.get_connection()
+            appended = [(events[i], _append(connection, events[i])) for i in order]
+            transaction.on_commit(lambda: events_committed(appended))
+    except DATABASE_AWAY:
+        raise
+    except Exception:
+        if len(drafts) == 1:
+            raise
+        return [_append_alone(d) for d in drafts]
+    return list(events)
+
+
+def _append_alone(draft: EventDraft) -> Event | Exception:
+    try:
+        return event_append(
+            session_id=draft.session_id, kind=draft.kind, payload=draft.payload, run_id=draft.run_id
+        )
+    except DATABASE_AWAY:
+        raise
+    except Exception as exc:
+        return exc
+
+
+def _statements(connection: Any) -> AbstractContextManager[Any]:
+    """Around an append's statements: none on PostgreSQL (one statement), a transaction
+    (or the caller's) for SQLite's two."""
+    if connection.vendor == "postgresql":
+        return contextlib.nullcontext()
+    return transaction.atomic(savepoint=False)
+
+
+def _append(connection: Any, event: Event) -> bool:
+    """Save ``event`` under its session's next seq; whether the session is watched.
+
+    On PostgreSQL one statement (``_append_one_statement``); elsewhere the bump, then
+    the insert, which the caller keeps in one transaction.
+    """
+    if connection.vendor == "postgresql":
+        return _append_one_statement(connection, event)
+    seq, watched = _seq_next(event.session_id)
+    event.seq = seq
+    if connection.features.can_return_columns_from_insert:
+        _insert(connection, event)
+    else:
+        event.save(force_insert=True)
+    return watched
 
 
 _INSERT_FIELDS = ("session", "kind", "payload", "pending", "run", "created_at")
@@ -141,8 +213,9 @@ def _insert(connection: Any, event: Event) -> None:
     event._state.adding, event._state.db = False, connection.alias
 
 
-def _append_one_statement(connection: Any, event: Event) -> tuple[Event, bool]:
-    """PostgreSQL: ``event`` saved under the session's next seq in one round trip.
+def _append_one_statement(connection: Any, event: Event) -> bool:
+    """PostgreSQL: ``event`` saved under the session's next seq in one round trip; whether
+    the session is watched.
 
     The UPDATE takes the session row's lock as ``_seq_next`` does and holds it to
     the end of the statement's transaction (the caller's, or the statement's own
@@ -159,13 +232,23 @@ def _append_one_statement(connection: Any, event: Event) -> tuple[Event, bool]:
         raise AgentSession.DoesNotExist(f"session {event.session_id} does not exist")
     event.pk, event.seq = row[0], int(row[1])
     event._state.adding, event._state.db = False, connection.alias
-    return event, bool(row[2])
+    return bool(row[2])
 
 
 def event_committed(event: Event, *, watched: bool) -> None:
     event_publish(event)
     if watched:
         log_moved(event.session_id, event.kind, event.payload)
+
+
+def events_committed(appended: Sequence[tuple[Event, bool]]) -> None:
+    """``event_committed`` for several events: published in one round trip, in order."""
+    group_send_many(
+        [(_group(event.session_id), dict(event_message(event))) for event, _ in appended]
+    )
+    for event, watched in appended:
+        if watched:
+            log_moved(event.session_id, event.kind, event.payload)
 
 
 def _seq_next(session_id: str) -> tuple[int, bool]:
@@ -215,4 +298,8 @@ def event_publish(event: Event) -> None:
     a turn worker or daphne, the busy one serving every other conversation)
     and blocking the database thread until that loop gets to it.
     """
-    group_send(f"{AgentSession.group_prefix()}{event.session_id}", dict(event_message(event)))
+    group_send(_group(event.session_id), dict(event_message(event)))
+
+
+def _group(session_id: str) -> str:
+    return f"{AgentSession.group_prefix()}{session_id}"

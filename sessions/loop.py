@@ -27,11 +27,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
+import math
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from sessions.conversation import Conversation
-from sessions.events import event_append
+from sessions.events import EventDraft, event_append, event_append_many
 from sessions.llm import Finish, ModelError, TextDelta, ToolUse, get_model_client
 from sessions.models import AgentSession, Event
 from sessions.payloads import (
@@ -47,15 +48,22 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+Database = Callable[..., Awaitable[Any]]  # TurnRuntime.db: a function run on its pool
+
 FLUSH_EVERY_S = 0.05
 FLUSH_MAX_S = 0.25
 FLUSH_AT_CHARS = 400
+# Deltas written in one transaction at most; more due at once wait for the next.
+WRITE_MAX = 64
+# Float error must not push a write due on a tick to the tick after it.
+TICK_SLACK = 1e-6
 MAX_MODEL_CALLS = 8
 HANDED_BACK = "handed_back"
 
 
 class TextStreams:
-    """The text streams of one turn runtime, and the pace their deltas are written at.
+    """The text streams of one turn runtime: the pace their deltas are written at, and
+    the writes themselves.
 
     Every delta is a row written, published and sent to each listener, about
     1.5 ms of CPU across the processes: a worker streaming forty answers at
@@ -64,14 +72,67 @@ class TextStreams:
     (``AGENTSITE_DELTA_WRITES_PER_S``): with few streams each writes every
     ``FLUSH_EVERY_S``; with more, each writes less often, never less often than
     every ``FLUSH_MAX_S``. The first delta of an answer is never held back.
+
+    A stream's next write is due on a tick of the runtime's clock (a multiple of
+    ``FLUSH_EVERY_S``), so the streams due about the same time come due together,
+    and the deltas due together are written together (``event_append_many``): one
+    trip to a database thread, one commit and one round trip to Redis for all of
+    them. A write that comes due while one is in flight joins the next, which
+    starts as that one ends.
     """
 
-    def __init__(self, writes_per_s: float) -> None:
+    def __init__(self, writes_per_s: float, *, db: Database) -> None:
         self.writes_per_s = writes_per_s
+        self.db = db
         self.open = 0
+        self.due: list[tuple[EventDraft, asyncio.Future[Event]]] = []
+        self.writing: asyncio.Task[None] | None = None
 
     def interval(self) -> float:
         return min(FLUSH_MAX_S, max(FLUSH_EVERY_S, self.open / self.writes_per_s))
+
+    def next_write_at(self, last_write: float) -> float:
+        """When a stream that last wrote at ``last_write`` (the loop's clock) writes next:
+        an interval later, on the tick at or after it."""
+        ticks = math.ceil((last_write + self.interval()) / FLUSH_EVERY_S - TICK_SLACK)
+        return ticks * FLUSH_EVERY_S
+
+    def write(self, *, session_id: str, run_id: str, text: str) -> asyncio.Future[Event]:
+        """Write ``text`` as a delta with the others due now; the future is its event."""
+        draft = EventDraft(session_id, Event.Kind.ASSISTANT_DELTA, {"text": text}, run_id)
+        written: asyncio.Future[Event] = asyncio.get_running_loop().create_future()
+        self.due.append((draft, written))
+        if self.writing is None:
+            # Its first step runs once the loop has run every timer due now.
+            self.writing = asyncio.create_task(self._write_due())
+        return written
+
+    async def _write_due(self) -> None:
+        try:
+            while self.due:
+                batch, self.due = self.due[:WRITE_MAX], self.due[WRITE_MAX:]
+                try:
+                    results: list[Event | Exception] = await self.db(
+                        event_append_many, drafts=[draft for draft, _ in batch]
+                    )
+                except Exception as exc:
+                    results = [exc] * len(batch)
+                except BaseException:  # cancelled: the runtime is going away
+                    for _, written in batch:
+                        written.cancel()
+                    raise
+                for (_, written), result in zip(batch, results, strict=True):
+                    if written.done():
+                        continue
+                    if isinstance(result, Exception):
+                        written.set_exception(result)
+                    else:
+                        written.set_result(result)
+        finally:
+            self.writing = None
+            for _, written in self.due:  # only if cancelled: nothing will write them
+                written.cancel()
+            self.due = []
 
 
 class DeltaWriter:
@@ -79,8 +140,8 @@ class DeltaWriter:
 
     At most one delta write is in flight per turn, and the model's stream
     never waits for it: text that arrives meanwhile joins the next write,
-    which starts an interval after the previous one started (at once when
-    ``FLUSH_AT_CHARS`` wait; the interval is ``TextStreams.interval``). So a
+    which starts an interval after the previous one started, on a tick (at
+    once when ``FLUSH_AT_CHARS`` wait; ``TextStreams.next_write_at``). So a
     long answer is tens of rows, not thousands, and a slow database or many
     answers at once make the deltas fewer and larger rather than more: the cost
     of a turn does not grow with the load. A timer is set only while text
@@ -96,14 +157,16 @@ class DeltaWriter:
         streams: TextStreams | None = None,
     ) -> None:
         self.runtime = runtime
-        self.streams = streams if streams is not None else TextStreams(1 / FLUSH_EVERY_S)
+        self.streams = (
+            streams if streams is not None else TextStreams(1 / FLUSH_EVERY_S, db=runtime.db)
+        )
         self.streaming = False
         self.session_id = session_id
         self.run_id = run_id
         self.buffer = ""
         self.segment = ""
-        self.last_write = float("-inf")
-        self.writing: asyncio.Task[None] | None = None
+        self.last_write: float | None = None  # the loop's clock
+        self.writing: asyncio.Future[Event] | None = None
         self.timer: asyncio.TimerHandle | None = None
         self.failed: BaseException | None = None
         self.closed = False
@@ -125,11 +188,12 @@ class DeltaWriter:
     def _schedule(self) -> None:
         if self.closed or self.writing is not None or self.timer is not None or not self.buffer:
             return
-        wait = self.streams.interval() - (time.monotonic() - self.last_write)
-        if wait <= 0 or len(self.buffer) >= FLUSH_AT_CHARS:
+        loop = asyncio.get_running_loop()
+        at = None if self.last_write is None else self.streams.next_write_at(self.last_write)
+        if at is None or at <= loop.time() or len(self.buffer) >= FLUSH_AT_CHARS:
             self._start_write()
         else:
-            self.timer = asyncio.get_running_loop().call_later(wait, self._on_timer)
+            self.timer = loop.call_at(at, self._on_timer)
 
     def _on_timer(self) -> None:
         self.timer = None
@@ -138,16 +202,16 @@ class DeltaWriter:
 
     def _start_write(self) -> None:
         text, self.buffer = self.buffer, ""
-        self.last_write = time.monotonic()
-        self.writing = asyncio.create_task(self._write(text))
+        self.last_write = asyncio.get_running_loop().time()
+        self.writing = self.streams.write(session_id=self.session_id, run_id=self.run_id, text=text)
+        self.writing.add_done_callback(self._written)
 
-    async def _write(self, text: str) -> None:
-        try:
-            await self.append(Event.Kind.ASSISTANT_DELTA, {"text": text})
-        except BaseException as exc:
-            self.failed = exc  # raised to the turn by its next add or flush
-        finally:
-            self.writing = None
+    def _written(self, written: asyncio.Future[Event]) -> None:
+        self.writing = None
+        if written.cancelled():
+            self.failed = asyncio.CancelledError("the delta was not written")
+        elif written.exception() is not None:
+            self.failed = written.exception()  # raised to the turn by its next add or flush
         if self.failed is None:
             self._schedule()
 

@@ -115,7 +115,7 @@ class TurnRuntime:
         # Per-call connections for a short-lived runtime; a worker's pool keeps them.
         self.close_connections = close_connections
         self.turns: dict[str, Turn] = {}
-        self.text_streams = TextStreams(settings.AGENTSITE_DELTA_WRITES_PER_S)
+        self.text_streams = TextStreams(settings.AGENTSITE_DELTA_WRITES_PER_S, db=self.db)
         self.handing_back: str | None = None
         self.busy = asyncio.Event()  # set when a turn starts; the watchers wait for it
         self.redis: redis.asyncio.Redis | None = None  # the watcher's, on its loop

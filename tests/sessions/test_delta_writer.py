@@ -146,7 +146,7 @@ def test_nothing_is_written_after_close(user: Any) -> None:
 
 
 def test_the_interval_stretches_with_the_streams_of_a_runtime() -> None:
-    streams = loop.TextStreams(writes_per_s=100)
+    streams = loop.TextStreams(writes_per_s=100, db=SlowDatabase(0.0).db)
     assert streams.interval() == loop.FLUSH_EVERY_S
     streams.open = 5
     assert streams.interval() == loop.FLUSH_EVERY_S
@@ -160,7 +160,9 @@ def test_many_answers_at_once_share_the_runtime_s_write_budget(user: Any) -> Non
     # Before: every answer wrote a delta every FLUSH_EVERY_S however many were
     # streaming, so a worker's delta writes a second grew with its answers.
     runs = [running_run(user) for _ in range(20)]
-    streams = loop.TextStreams(writes_per_s=40)  # 20 streams: each writes every 0.25 s
+    streams = loop.TextStreams(
+        writes_per_s=40, db=SlowDatabase(0.0).db
+    )  # 20 streams: each writes every 0.25 s
     writers = [
         DeltaWriter(
             runtime=cast(Any, SlowDatabase(0.0)),
@@ -193,3 +195,30 @@ def test_many_answers_at_once_share_the_runtime_s_write_budget(user: Any) -> Non
     )
     asyncio.run(stream(writer, pieces * 2, gap_s=0.02))
     assert len(deltas(alone)) >= 10
+
+
+def test_the_deltas_of_answers_due_together_are_written_together(user: Any) -> None:
+    # Before: every delta was a trip to a database thread and a commit of its
+    # own, however many answers wrote at the same moment.
+    runs = [running_run(user) for _ in range(20)]
+    database = SlowDatabase(0.0)
+    streams = loop.TextStreams(writes_per_s=100, db=database.db)
+    writers = [
+        DeltaWriter(
+            runtime=cast(Any, database), session_id=r.session_id, run_id=r.id, streams=streams
+        )
+        for r in runs
+    ]
+    pieces = [f"w{i} " for i in range(25)]
+
+    async def main() -> None:
+        await asyncio.gather(*(stream(w, pieces, gap_s=0.02) for w in writers))
+
+    asyncio.run(main())
+    rows = 0
+    for r in runs:
+        written = deltas(r)
+        assert "".join(written) == "".join(pieces)  # every piece, in order, once
+        rows += len(written)
+    # Twenty answers due on the same ticks: a handful of writes for all of them.
+    assert database.calls * 4 <= rows, (database.calls, rows)

@@ -1,14 +1,18 @@
-"""event_append gives dense, gapless seqs, also with concurrent writer processes."""
+"""event_append gives dense, gapless seqs, also with concurrent writer processes; events
+appended together (event_append_many) too."""
 
 from __future__ import annotations
 
+import asyncio
 import textwrap
 from typing import Any
 
 import pytest
+from channels.db import database_sync_to_async
+from channels.layers import get_channel_layer
 from django.db import transaction
 
-from sessions.events import event_append
+from sessions.events import EventDraft, event_append, event_append_many
 from sessions.models import AgentSession, Event, Run
 from tests.conftest import run_writers
 
@@ -102,3 +106,59 @@ def test_a_missing_session_fails_the_callers_whole_transaction(user: Any) -> Non
             event_append(session_id="ses_missing", kind="user_message", payload={})
     # The caller went on and left its block normally: nothing of it was committed.
     assert not Event.objects.filter(session=kept).exists()
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_events_appended_together_are_numbered_and_published_in_order(user: Any) -> None:
+    # A turn worker writes the deltas of the answers due together in one
+    # transaction; each session's live listeners get them in seq order.
+    a, b = [await database_sync_to_async(AgentSession.objects.create)(owner=user) for _ in range(2)]
+    layer = get_channel_layer()
+    channels = {}
+    for session in (a, b):
+        channels[session.id] = await layer.new_channel()
+        await layer.group_add(f"{AgentSession.group_prefix()}{session.id}", channels[session.id])
+    await asyncio.sleep(0.1)  # the subscriptions are live
+    drafts = [
+        EventDraft(session.id, "assistant_delta", {"text": f"{session.id}-{i}"})
+        for i in range(3)
+        for session in (b, a)
+    ]
+
+    made = await database_sync_to_async(event_append_many)(drafts=drafts)
+
+    assert [e.payload for e in made if isinstance(e, Event)] == [d.payload for d in drafts]
+    for session in (a, b):
+        received = [
+            await asyncio.wait_for(layer.receive(channels[session.id]), 5) for _ in range(3)
+        ]
+        assert [(m["seq"], m["payload"]["text"]) for m in received] == [
+            (i + 1, f"{session.id}-{i}") for i in range(3)
+        ]
+    stored = await database_sync_to_async(
+        lambda: sorted(Event.objects.values_list("session_id", "seq", "payload"))
+    )()
+    assert stored == sorted((e.session_id, e.seq, e.payload) for e in made if isinstance(e, Event))
+    await layer.flush()
+
+
+@pytest.mark.django_db(transaction=True)  # as a turn worker calls it: in autocommit
+def test_a_draft_whose_session_is_gone_fails_alone(user: Any) -> None:
+    kept = AgentSession.objects.create(owner=user)
+    drafts = [
+        EventDraft(kept.id, "assistant_delta", {"text": "one"}),
+        EventDraft("ses_missing", "assistant_delta", {"text": "lost"}),
+        EventDraft(kept.id, "assistant_delta", {"text": "two"}),
+    ]
+
+    made = event_append_many(drafts=drafts)
+
+    assert isinstance(made[1], AgentSession.DoesNotExist)
+    assert [(e.seq, e.payload["text"]) for e in made if isinstance(e, Event)] == [
+        (1, "one"),
+        (2, "two"),
+    ]
+    assert list(Event.objects.order_by("seq").values_list("seq", "payload")) == [
+        (1, {"text": "one"}),
+        (2, {"text": "two"}),
+    ]
