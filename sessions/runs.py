@@ -105,6 +105,13 @@ _LIVE_RUNS: CompiledQuery[Run] = CompiledQuery(
     lambda session_id: Run.objects.filter(session_id=session_id, status__in=ACTIVE),
     session_id=str,
 )
+# Whether the session has a pending event: the first one's seq, if any.
+_FIRST_PENDING: CompiledQuery[tuple[int]] = CompiledQuery(
+    lambda session_id: (
+        Event.objects.filter(session_id=session_id, pending=True).order_by().values_list("seq")[:1]
+    ),
+    session_id=str,
+)
 _PENDING_LOCKED: CompiledQuery[Event] = CompiledQuery(
     lambda session_id: (
         Event.objects.select_for_update()
@@ -197,7 +204,7 @@ def _route_unqueued(
     if session.deleted_at is not None:
         return None
     if pending is None:
-        pending = Event.objects.filter(session_id=session_id, pending=True).exists()
+        pending = bool(_FIRST_PENDING.all(session_id=session_id))
     if not pending:
         _set_state(session, AgentSession.State.RUNNING if running else AgentSession.State.IDLE)
         return None
