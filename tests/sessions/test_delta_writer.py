@@ -222,3 +222,25 @@ def test_the_deltas_of_answers_due_together_are_written_together(user: Any) -> N
         rows += len(written)
     # Twenty answers due on the same ticks: a handful of writes for all of them.
     assert database.calls * 4 <= rows, (database.calls, rows)
+
+
+def test_the_last_delta_and_the_message_after_it_are_one_write(user: Any) -> None:
+    # Before: the segment's message was a write of its own after the last delta's.
+    run = running_run(user)
+    database = SlowDatabase(0.0)
+    writer = DeltaWriter(runtime=cast(Any, database), session_id=run.session_id, run_id=run.id)
+
+    async def main() -> None:
+        await writer.add("Checking")  # written at once
+        await writer.add(".")  # waits for the next tick
+        await writer.flush_then(Event.Kind.ASSISTANT_MESSAGE, {"text": "Checking."})
+        await writer.close()
+
+    asyncio.run(main())
+    rows = Event.objects.filter(run=run).order_by("seq").values_list("kind", "payload")
+    assert list(rows) == [
+        ("assistant_delta", {"text": "Checking"}),
+        ("assistant_delta", {"text": "."}),
+        ("assistant_message", {"text": "Checking."}),
+    ]
+    assert database.calls == 2
