@@ -68,7 +68,8 @@ class TextStreams:
     Every delta is a row written, published and sent to each listener, about
     0.75 ms of CPU across the processes with fifty answers at once (1.5 ms when
     each was written alone): a worker streaming forty answers at once at one
-    write every ``FLUSH_EVERY_S`` would spend more than half a core on them. So the runtime's streams share a budget of ``writes_per_s``
+    write every ``FLUSH_EVERY_S`` would spend more than half a core on them. So
+    the runtime's streams share a budget of ``writes_per_s``
     (``AGENTSITE_DELTA_WRITES_PER_S``): with few streams each writes every
     ``FLUSH_EVERY_S``; with more, each writes less often, never less often than
     every ``FLUSH_MAX_S``. The first delta of an answer is never held back.
