@@ -29,7 +29,10 @@ import asyncio
 import logging
 import math
 from collections.abc import Awaitable, Callable
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
+
+from django.utils import timezone
 
 from sessions.conversation import Conversation
 from sessions.events import EventDraft, event_append, event_append_many
@@ -41,7 +44,7 @@ from sessions.payloads import (
     ToolCallPayload,
     ToolResultPayload,
 )
-from sessions.runs import run_cancel, run_complete, run_fail, run_first_token, run_hand_back
+from sessions.runs import run_cancel, run_complete, run_fail, run_hand_back
 
 if TYPE_CHECKING:
     from sessions.runtime import TurnRuntime
@@ -309,7 +312,7 @@ class Turn:
             runtime=runtime, session_id=session.id, run_id=run_id, streams=runtime.text_streams
         )
         self.usage: dict[str, int] = {"input_tokens": 0, "output_tokens": 0, "model_calls": 0}
-        self.first_token = False
+        self.first_token_at: datetime | None = None  # written with the run's end
         self.open_calls: dict[str, ToolUse] = {}
         self.stop = asyncio.Event()
         self.hand_back_reason: str | None = None
@@ -337,11 +340,21 @@ class Turn:
                 ):
                     return HANDED_BACK
                 await self.wrap_up(interrupted=True)
-                await db(run_cancel, run_id=self.run_id, usage=self.usage)
+                await db(
+                    run_cancel,
+                    run_id=self.run_id,
+                    usage=self.usage,
+                    first_token_at=self.first_token_at,
+                )
                 return "cancelled"
             error = work.exception()
             if error is None:
-                await db(run_complete, run_id=self.run_id, usage=self.usage)
+                await db(
+                    run_complete,
+                    run_id=self.run_id,
+                    usage=self.usage,
+                    first_token_at=self.first_token_at,
+                )
                 return "completed"
             await self.wrap_up(interrupted=False)
             code = error.code if isinstance(error, ModelError) else "internal_error"
@@ -351,6 +364,7 @@ class Turn:
                 code=code,
                 message=str(error) or repr(error),
                 usage=self.usage,
+                first_token_at=self.first_token_at,
             )
             return "failed"
         finally:
@@ -378,9 +392,8 @@ class Turn:
         async for item in self.model.stream(
             system=conv.system, messages=conv.messages, tools=conv.tools
         ):
-            if not self.first_token:
-                self.first_token = True
-                await self.runtime.db(run_first_token, run_id=self.run_id)
+            if self.first_token_at is None:
+                self.first_token_at = timezone.now()
             if isinstance(item, TextDelta):
                 await self.writer.add(item.text)
             elif isinstance(item, ToolUse):

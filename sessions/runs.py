@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 import django_rq
@@ -343,11 +344,6 @@ def runs_to_stop(*, run_ids: list[str]) -> set[str]:
     return set(run_ids) - live
 
 
-def run_first_token(*, run_id: str) -> None:
-    """Time to first token: set once, the first time the model produced output."""
-    Run.objects.filter(pk=run_id, first_token_at__isnull=True).update(first_token_at=timezone.now())
-
-
 def _finish(
     *,
     run_id: str,
@@ -355,6 +351,7 @@ def _finish(
     sources: tuple[str, ...],
     usage: dict[str, Any] | None = None,
     error: ErrorPayload | None = None,
+    first_token_at: datetime | None = None,
 ) -> bool:
     with transaction.atomic():
         run = _run_session_lock(run_id)
@@ -364,6 +361,8 @@ def _finish(
         fields: dict[str, Any] = {"status": status, "finished_at": timezone.now()}
         if usage is not None:
             fields["usage"] = usage
+        if first_token_at is not None:
+            fields["first_token_at"] = first_token_at
         if error is not None:
             fields["error"] = f"{error['code']}: {error['message']}"
         if Run.objects.filter(pk=run_id, status__in=sources).update(**fields) != 1:
@@ -395,13 +394,31 @@ def _after_run(*, session: AgentSession, ended_status: str) -> None:
     _route_unqueued(session, running=live.running)
 
 
-def run_complete(*, run_id: str, usage: dict[str, Any]) -> bool:
+# ``first_token_at``: when the model first answered (time to first token), kept by the
+# turn and written with the run's end, where the metrics count it, rather than by a
+# statement of its own as the model starts.
+
+
+def run_complete(
+    *, run_id: str, usage: dict[str, Any], first_token_at: datetime | None = None
+) -> bool:
     return _finish(
-        run_id=run_id, status=Run.Status.COMPLETED, sources=(Run.Status.RUNNING,), usage=usage
+        run_id=run_id,
+        status=Run.Status.COMPLETED,
+        sources=(Run.Status.RUNNING,),
+        usage=usage,
+        first_token_at=first_token_at,
     )
 
 
-def run_fail(*, run_id: str, code: str, message: str, usage: dict[str, Any] | None = None) -> bool:
+def run_fail(
+    *,
+    run_id: str,
+    code: str,
+    message: str,
+    usage: dict[str, Any] | None = None,
+    first_token_at: datetime | None = None,
+) -> bool:
     """Any live run → failed, with an ``error`` event that says why."""
     return _finish(
         run_id=run_id,
@@ -409,12 +426,24 @@ def run_fail(*, run_id: str, code: str, message: str, usage: dict[str, Any] | No
         sources=tuple(ACTIVE),
         usage=usage,
         error={"code": code, "message": message},
+        first_token_at=first_token_at,
     )
 
 
-def run_cancel(*, run_id: str, usage: dict[str, Any] | None = None) -> bool:
+def run_cancel(
+    *,
+    run_id: str,
+    usage: dict[str, Any] | None = None,
+    first_token_at: datetime | None = None,
+) -> bool:
     """Any live run → cancelled. Its batch stays consumed; later events wait for the next run."""
-    return _finish(run_id=run_id, status=Run.Status.CANCELLED, sources=tuple(ACTIVE), usage=usage)
+    return _finish(
+        run_id=run_id,
+        status=Run.Status.CANCELLED,
+        sources=tuple(ACTIVE),
+        usage=usage,
+        first_token_at=first_token_at,
+    )
 
 
 def run_request_cancel(*, run_id: str) -> str:

@@ -15,10 +15,11 @@ state.
 
 The turn worker: the claim (the run with its session locked, the session's live
 runs, the pending events, the claim's compare-and-set, the events taken, the
-``run_started`` event), the conversation (past runs, their events), the first
-token, each event in its own transaction (a delta, the message), and the end
-(the run with its session locked, the run's end, its event, the live runs, the
-pending events, the session's state). A session that no A2A task watches costs
+``run_started`` event), the conversation (past runs, their events), the events
+in a transaction for each write (the first delta at once; the message with any
+delta still waiting), and the end (the run with its session locked, the run's
+end with its first token's time, its event, the live runs, the pending events,
+the session's state). A session that no A2A task watches costs
 no push-notification look.
 """
 
@@ -48,7 +49,7 @@ POSTGRES = connection.vendor == "postgresql"
 # worker (the claim, two events, the end). On PostgreSQL an event's seq and its row
 # are one statement (``sessions.events``): one less for each of the turn's events.
 WEB = 10 if POSTGRES else 11
-WORKER = 17 if POSTGRES else 25
+WORKER = 16 if POSTGRES else 24
 
 
 class Statements:
