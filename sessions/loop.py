@@ -28,6 +28,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
+import random
 from collections.abc import Awaitable, Callable
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -77,12 +78,12 @@ class TextStreams:
     ``FLUSH_EVERY_S``; with more, each writes less often, never less often than
     every ``FLUSH_MAX_S``. The first delta of an answer is never held back.
 
-    A stream's next write is due on a tick of the runtime's clock (a multiple of
-    ``FLUSH_EVERY_S``), so the streams due about the same time come due together,
-    and the deltas due together are written together (``event_append_many``): one
-    trip to a database thread, one commit and one round trip to Redis for all of
-    them. A write that comes due while one is in flight joins the next, which
-    starts as that one ends.
+    A stream's next write is due on a tick of the runtime's clock (every
+    ``FLUSH_EVERY_S``, at a phase of the runtime's own), so the streams due about
+    the same time come due together, and the deltas due together are written
+    together (``event_append_many``): one trip to a database thread, one commit
+    and one round trip to Redis for all of them. A write that comes due while one
+    is in flight joins the next, which starts as that one ends.
     """
 
     def __init__(self, writes_per_s: float, *, db: Database) -> None:
@@ -91,6 +92,10 @@ class TextStreams:
         self.open = 0
         self.due: list[tuple[EventDraft, asyncio.Future[Event]]] = []
         self.writing: asyncio.Task[None] | None = None
+        # Where this runtime's ticks fall: the turn workers of one host share a clock,
+        # and their writes should not all come due at the same instant (on SQLite they
+        # would queue on its one write lock).
+        self.phase = random.uniform(0, FLUSH_EVERY_S)
 
     def interval(self) -> float:
         return min(FLUSH_MAX_S, max(FLUSH_EVERY_S, self.open / self.writes_per_s))
@@ -98,8 +103,8 @@ class TextStreams:
     def next_write_at(self, last_write: float) -> float:
         """When a stream that last wrote at ``last_write`` (the loop's clock) writes next:
         an interval later, on the tick at or after it."""
-        ticks = math.ceil((last_write + self.interval()) / FLUSH_EVERY_S - TICK_SLACK)
-        return ticks * FLUSH_EVERY_S
+        due = last_write + self.interval() - self.phase
+        return math.ceil(due / FLUSH_EVERY_S - TICK_SLACK) * FLUSH_EVERY_S + self.phase
 
     def write(self, *, session_id: str, run_id: str, text: str) -> asyncio.Future[Event]:
         """Write ``text`` as a delta with the others due now; the future is its event."""

@@ -244,3 +244,17 @@ def test_the_last_delta_and_the_message_after_it_are_one_write(user: Any) -> Non
         ("assistant_message", {"text": "Checking."}),
     ]
     assert database.calls == 2
+
+
+def test_a_write_comes_due_on_the_first_tick_of_its_runtime_after_the_interval() -> None:
+    streams = loop.TextStreams(writes_per_s=100, db=SlowDatabase(0.0).db)
+    streams.phase = 0.0
+    assert streams.next_write_at(10.0) == pytest.approx(10.05)  # on a tick: not the next
+    assert streams.next_write_at(10.01) == pytest.approx(10.1)
+    # Each runtime has ticks of its own: turn workers of one host, sharing a clock, do
+    # not all write on the same instants.
+    streams.phase = 0.02
+    assert streams.next_write_at(10.0) == pytest.approx(10.07)
+    phases = {loop.TextStreams(100, db=SlowDatabase(0.0).db).phase for _ in range(10)}
+    assert len(phases) > 1
+    assert all(0 <= phase < loop.FLUSH_EVERY_S for phase in phases)
