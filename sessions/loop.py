@@ -263,22 +263,16 @@ class DeltaWriter:
         await self._settle()
         self._stop_timer()  # nothing can start between the settle and here
         self._raise_failed()
-        written: list[asyncio.Future[Event]] = []
         if self.buffer:
-            text, self.buffer = self.buffer, ""
-            self.last_write = asyncio.get_running_loop().time()
-            written.append(
-                self.streams.write(session_id=self.session_id, run_id=self.run_id, text=text)
-            )
-        draft = EventDraft(self.session_id, kind, payload, self.run_id)
-        written.append(self.streams.write_event(draft))
-        outcomes = await asyncio.gather(*written, return_exceptions=True)
-        events: list[Event] = []
-        for outcome in outcomes:
-            if isinstance(outcome, BaseException):
-                raise outcome
-            events.append(outcome)
-        return events[-1]
+            self._start_write()  # due now, as the event below: the same write
+        written = self.streams.write_event(EventDraft(self.session_id, kind, payload, self.run_id))
+        await asyncio.wait({written})
+        await self._settle()
+        error = written.exception()  # read, so that a failed write is never left unseen
+        self._raise_failed()
+        if error is not None:
+            raise error
+        return written.result()
 
     async def close(self) -> None:
         """Stop the timer and let a write in flight finish; nothing is written after."""

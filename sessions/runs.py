@@ -362,6 +362,8 @@ def _finish(
         if usage is not None:
             fields["usage"] = usage
         if first_token_at is not None:
+            # When the model first answered, kept by the turn: written with the run's end,
+            # where the metrics count it, not by a statement of its own as it starts.
             fields["first_token_at"] = first_token_at
         if error is not None:
             fields["error"] = f"{error['code']}: {error['message']}"
@@ -392,11 +394,6 @@ def _after_run(*, session: AgentSession, ended_status: str) -> None:
         _set_state(session, state)
         return
     _route_unqueued(session, running=live.running)
-
-
-# ``first_token_at``: when the model first answered (time to first token), kept by the
-# turn and written with the run's end, where the metrics count it, rather than by a
-# statement of its own as the model starts.
 
 
 def run_complete(
