@@ -14,9 +14,12 @@ client back the very token it holds. Tokens issued with a timestamp (the
 from __future__ import annotations
 
 import functools
+import hmac
+import json
 
 from django.conf import settings
 from django.core import signing
+from django.utils.crypto import salted_hmac
 
 from agentsite.core.errors import BadRequest, NotFound
 
@@ -41,22 +44,52 @@ class ForeignToken(NotFound):
 # then), so ``compress=True`` gave the same text for a zlib stream set up and thrown away
 # at every frame. Compressed tokens, if any were issued, are still read.
 def session_token(*, session_id: str, owner_id: int, seq: int) -> str:
-    return _signer().sign_object(["s", session_id, owner_id, seq])
+    return _signer().sign_list(["s", session_id, owner_id, seq])
 
 
 def run_token(*, run_id: str, owner_id: int, seq: int) -> str:
-    return _signer().sign_object(["r", run_id, owner_id, seq])
+    return _signer().sign_list(["r", run_id, owner_id, seq])
 
 
-def _signer() -> signing.Signer:
-    """The signer of the running keys: one a key, not one a frame (a stream signs a
-    token for each event it sends)."""
+class _Signer(signing.Signer):
+    """Django's ``Signer`` with its current key's HMAC keyed once, not at every signature.
+
+    A stream signs a token for each event it sends, and Django derives the HMAC key
+    from the secret and salt, then keys a new HMAC, at every one: here that keyed
+    state is copied instead. ``sign_list`` gives the text ``sign_object`` gives for a
+    list of strings and integers (``tests/sessions/test_tokens.py`` holds the two
+    equal), with one JSON encoder for all tokens. Signatures under a fallback key,
+    read only, take Django's own path.
+    """
+
+    _json = json.JSONEncoder(separators=(",", ":"))
+
+    def __init__(self, *, key: str, salt: str, fallback_keys: tuple[str, ...]) -> None:
+        super().__init__(key=key, salt=salt, fallback_keys=[*fallback_keys])
+        self._keyed: hmac.HMAC = salted_hmac(
+            f"{salt}signer", b"", secret=key, algorithm=self.algorithm
+        )
+
+    def signature(self, value: str | bytes, key: str | bytes | None = None) -> str:
+        if key is not None and key != self.key:
+            return super().signature(value, key)
+        mac = self._keyed.copy()
+        mac.update(value.encode() if isinstance(value, str) else value)
+        return signing.b64_encode(mac.digest()).decode()
+
+    def sign_list(self, items: list[str | int]) -> str:
+        value = signing.b64_encode(self._json.encode(items).encode("latin-1")).decode()
+        return f"{value}{self.sep}{self.signature(value)}"
+
+
+def _signer() -> _Signer:
+    """The signer of the running keys: one a key, not one a frame."""
     return _signer_for(settings.SECRET_KEY, tuple(settings.SECRET_KEY_FALLBACKS))
 
 
 @functools.lru_cache(maxsize=4)
-def _signer_for(key: str, fallback_keys: tuple[str, ...]) -> signing.Signer:
-    return signing.Signer(key=key, salt=_SALT, fallback_keys=list(fallback_keys))
+def _signer_for(key: str, fallback_keys: tuple[str, ...]) -> _Signer:
+    return _Signer(key=key, salt=_SALT, fallback_keys=fallback_keys)
 
 
 def _load(token: str) -> list[object]:

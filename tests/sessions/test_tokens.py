@@ -8,7 +8,9 @@ from unittest import mock
 import pytest
 from django.core import signing
 from django.test import override_settings
+from django.utils.crypto import salted_hmac
 
+import sessions.tokens
 from sessions.tokens import (
     _SALT,
     BadToken,
@@ -122,3 +124,32 @@ def test_the_signer_is_made_once_a_key_and_follows_a_rotated_key(
     with override_settings(SECRET_KEY="key-three-" + "z" * 50, SECRET_KEY_FALLBACKS=[]):
         with pytest.raises(BadToken):  # neither key is trusted any more
             session_token_seq(new, session_id="ses_a", owner_id=1)
+
+
+def test_a_token_keys_no_hmac_of_its_own_and_reads_as_django_signs_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Each frame's token costs one HMAC over its text: the key derived from the secret
+    and the salt, and the HMAC keyed with it, are set up once for the running key; the
+    text is what Django's ``Signer.sign_object`` makes of the same list."""
+    keyed: list[object] = []
+
+    def counting(real: object) -> object:
+        def salted(*args: object, **kwargs: object) -> object:
+            keyed.append(args)
+            return real(*args, **kwargs)  # type: ignore[operator]
+
+        return salted
+
+    monkeypatch.setattr(signing, "salted_hmac", counting(salted_hmac))
+    monkeypatch.setattr(sessions.tokens, "salted_hmac", counting(salted_hmac), raising=False)
+    with override_settings(SECRET_KEY="key-four-" + "w" * 50, SECRET_KEY_FALLBACKS=[]):
+        tokens = [session_token(session_id="ses_é", owner_id=3, seq=n) for n in range(50)]
+        tokens += [run_token(run_id="run_b", owner_id=3, seq=n) for n in range(50)]
+        assert len(keyed) <= 1
+        monkeypatch.undo()
+        django_signer = signing.Signer(salt=_SALT)
+        assert tokens[7] == django_signer.sign_object(["s", "ses_é", 3, 7])
+        assert tokens[57] == django_signer.sign_object(["r", "run_b", 3, 7])
+        assert django_signer.unsign_object(tokens[9]) == ["s", "ses_é", 3, 9]
+        assert session_token_seq(tokens[9], session_id="ses_é", owner_id=3) == 9
