@@ -88,6 +88,7 @@ def test_work_accepted_while_redis_is_down_runs_once_it_is_back(
         processes.start("outage-tools", "rqworker", "tools", "default", env=env),
         processes.start("outage-turns", *TURN_WORKER_ARGS, env=env),
         processes.start("outage-scheduler", "scheduler", env=env),
+        processes.named("daphne-outage"),
     ]
     try:
         done = wait_until(
@@ -137,6 +138,7 @@ def test_every_process_rides_out_redis_dying_and_coming_back_empty(
         processes.start("rides-out-tools", "rqworker", "tools", "default", env=env),
         processes.start("rides-out-turns", *TURN_WORKER_ARGS, env=env),
         processes.start("rides-out-scheduler", "scheduler", env=env),
+        processes.named("daphne-rides-out"),
     ]
     headers = headers_for(user)
 
@@ -154,13 +156,13 @@ def test_every_process_rides_out_redis_dying_and_coming_back_empty(
         wait_until(lambda: Job.objects.filter(pk__in=before, status=Job.Status.RUNNING).exists())
         own_redis.kill()
         time.sleep(4)
-        assert [proc.poll() for proc in stack] == [None, None, None]
+        assert [proc.poll() for proc in stack] == [None, None, None, None]
         assert httpx.get(f"{base}/healthz", timeout=5).status_code == 503
         own_redis.start()  # empty
         restarted = time.monotonic()
         assert wait_until(healthy, timeout=10), "healthz not back within 10 s"
         assert time.monotonic() - restarted <= 10
-        assert [proc.poll() for proc in stack] == [None, None, None]
+        assert [proc.poll() for proc in stack] == [None, None, None, None]
 
         # Every job accepted before the outage reaches a truthful end: the ones Redis
         # forgot are handed over again by the sweep.
@@ -257,6 +259,7 @@ def test_a_tool_whose_worker_alone_is_killed_still_records_its_result(
     finally:
         processes.stop(scheduler)
         processes.stop(worker)
+        processes.stop(processes.named("daphne-orphan"))
 
 
 def test_the_web_process_pool_switch_is_not_inherited_by_the_processes_it_starts() -> None:

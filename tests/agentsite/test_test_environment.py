@@ -73,3 +73,4 @@ def test_a_daphne_whose_port_is_taken_first_is_started_on_another(
     assert httpx.get(f"{url}/api/me", timeout=10).status_code == 401  # it serves the app
     said = log.read_bytes()[seen:].decode()
     assert f"Listen failure: Couldn't listen on 127.0.0.1:{lost}" in said, said
+    processes.stop(processes.named("daphne-port-taken"))

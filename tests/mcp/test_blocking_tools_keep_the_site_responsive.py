@@ -7,7 +7,7 @@ another user's API request and SSE catch-up answering while they run.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +19,7 @@ from sessions.events import event_append
 from sessions.models import AgentSession
 from tests.conftest import Processes, api_client_for, wait_until
 from tests.mcp.client import connect
-from tests.sessions.test_stream_clients import daphne_serve, sse_events
+from tests.sessions.test_stream_clients import daphne_running, sse_events
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -38,10 +38,11 @@ def large_workspace(root: Path) -> Path:
 
 
 @pytest.fixture(scope="module")
-def site(processes: Processes, tmp_path_factory: pytest.TempPathFactory) -> str:
+def site(processes: Processes, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     workspace = large_workspace(tmp_path_factory.mktemp("large-workspace"))
     env = {"AGENTSITE_WORKSPACE": str(workspace), "AGENTSITE_BLOCKING_TOOL_THREADS": "2"}
-    return daphne_serve(processes, "daphne-blocking-pool", env=env)
+    with daphne_running(processes, "daphne-blocking-pool", env=env) as url:
+        yield url
 
 
 def bearer(user: Any) -> dict[str, str]:

@@ -7,7 +7,7 @@ sessions``.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import anyio
@@ -19,7 +19,7 @@ from accounts.models import UserQuota
 from jobs.models import Job
 from tests.conftest import Processes, wait_until
 from tests.mcp.client import TasksExtension, connect, start_task
-from tests.sessions.test_stream_clients import daphne_serve
+from tests.sessions.test_stream_clients import daphne_running
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -74,17 +74,19 @@ def test_a_user_at_its_session_limit_is_refused_while_others_still_initialize(
 
 
 @pytest.fixture(scope="module")
-def small_mcp_url(processes: Processes) -> str:
+def small_mcp_url(processes: Processes) -> Iterator[str]:
     """A web process with room for four MCP sessions, three of them per user."""
     env = {"AGENTSITE_MCP_MAX_SESSIONS": "4", "AGENTSITE_QUOTA_MCP_SESSIONS": "3"}
-    return f"{daphne_serve(processes, name='mcp-small-daphne', env=env)}/mcp"
+    with daphne_running(processes, name="mcp-small-daphne", env=env) as url:
+        yield f"{url}/mcp"
 
 
 @pytest.fixture(scope="module")
-def idle_mcp_url(processes: Processes) -> str:
+def idle_mcp_url(processes: Processes) -> Iterator[str]:
     """A web process that closes MCP sessions idle for a second, one open per user."""
     env = {"AGENTSITE_QUOTA_MCP_IDLE_S": "1", "AGENTSITE_QUOTA_MCP_SESSIONS": "1"}
-    return f"{daphne_serve(processes, name='mcp-idle-daphne', env=env)}/mcp"
+    with daphne_running(processes, name="mcp-idle-daphne", env=env) as url:
+        yield f"{url}/mcp"
 
 
 def test_one_user_cannot_fill_the_processs_sessions(

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import http.client
 import json
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -23,7 +24,7 @@ from sessions.models import Run
 from tests.conftest import wait_until
 from tests.responses.test_function_tools import scripted_response
 from tests.sessions.test_slow_reader import BOUND, STALL_S, sse_read_until_cut_off, stalled_socket
-from tests.sessions.test_stream_clients import append, daphne_serve
+from tests.sessions.test_stream_clients import append, daphne_running
 
 pytestmark = pytest.mark.django_db(transaction=True)
 DELTAS = 400
@@ -31,9 +32,10 @@ TEXT = "z" * 32_000  # 400 of them: 12.8 MB, more than the kernel buffers on bot
 
 
 @pytest.fixture(scope="module")
-def web(processes: Any) -> str:
+def web(processes: Any) -> Iterator[str]:
     env = {"AGENTSITE_STREAM_SEND_BUFFER_MAX": str(BOUND), "AGENTSITE_STREAM_STALL_S": str(STALL_S)}
-    return daphne_serve(processes, "daphne-slow-responses", env=env)
+    with daphne_running(processes, "daphne-slow-responses", env=env) as url:
+        yield url
 
 
 def stream_request(web: str, api_key: str, body: dict[str, Any]) -> http.client.HTTPResponse:

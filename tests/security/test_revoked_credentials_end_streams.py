@@ -33,7 +33,7 @@ from responses.models import AgentResponse
 from sessions.events import event_append
 from sessions.models import Event, Run
 from tests.conftest import Processes
-from tests.sessions.test_stream_clients import daphne_serve
+from tests.sessions.test_stream_clients import daphne_running
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -41,17 +41,19 @@ WAIT_S = 30.0  # generous: a close takes milliseconds
 
 
 @pytest.fixture(scope="module")
-def prompted(processes: Processes) -> str:
+def prompted(processes: Processes) -> Iterator[str]:
     """A web server whose streams re-check only when told to."""
     hour = {"AGENTSITE_SSE_HEARTBEAT_S": "3600", "AGENTSITE_WS_IDLE_CHECK_S": "3600"}
-    return daphne_serve(processes, "daphne-revoke-prompted", env=hour)
+    with daphne_running(processes, "daphne-revoke-prompted", env=hour) as url:
+        yield url
 
 
 @pytest.fixture(scope="module")
-def rechecking(processes: Processes) -> str:
+def rechecking(processes: Processes) -> Iterator[str]:
     """A web server whose streams re-check their credential every second when idle."""
     second = {"AGENTSITE_SSE_HEARTBEAT_S": "1", "AGENTSITE_WS_IDLE_CHECK_S": "1"}
-    return daphne_serve(processes, "daphne-revoke-rechecking", env=second)
+    with daphne_running(processes, "daphne-revoke-rechecking", env=second) as url:
+        yield url
 
 
 # --- clients -------------------------------------------------------------------------------

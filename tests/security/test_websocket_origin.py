@@ -18,7 +18,7 @@ from websockets.typing import Origin
 
 from sessions.models import AgentSession
 from tests.conftest import Processes
-from tests.sessions.test_stream_clients import daphne_serve
+from tests.sessions.test_stream_clients import daphne_running
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -27,9 +27,8 @@ TRUSTED = "https://chat.example.com"
 
 @pytest.fixture(scope="module")
 def site(processes: Processes) -> Iterator[str]:
-    url = daphne_serve(processes, "daphne-origin", env={"CSRF_TRUSTED_ORIGINS": TRUSTED})
-    yield url
-    processes.stop(processes.named("daphne-origin"))
+    with daphne_running(processes, "daphne-origin", env={"CSRF_TRUSTED_ORIGINS": TRUSTED}) as url:
+        yield url
 
 
 def login_cookie(user: Any) -> str:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -17,7 +18,7 @@ from sessions.tokens import session_token_seq
 from tests.sessions.test_stream_clients import (
     api_token_for,
     append,
-    daphne_serve,
+    daphne_running,
     make_session,
     token_at,
 )
@@ -31,8 +32,9 @@ TEXTS = ["a", "é" * 70, "x" * 200, "☃" * 30_000, "y" * 70_000, "<last>"]
 
 
 @pytest.fixture(scope="module")
-def web(processes: Any) -> str:
-    return daphne_serve(processes, "daphne-fanout-wire")
+def web(processes: Any) -> Iterator[str]:
+    with daphne_running(processes, "daphne-fanout-wire") as url:
+        yield url
 
 
 async def open_follower(web: str, session_id: str, raw_token: str, after: str) -> ClientConnection:

@@ -14,6 +14,7 @@ import http.client
 import json
 import socket
 import time
+from collections.abc import Iterator
 from typing import Any
 
 import httpx
@@ -26,7 +27,7 @@ from tests.sessions.test_fanout_wire import events_until, open_follower
 from tests.sessions.test_stream_clients import (
     api_token_for,
     append,
-    daphne_serve,
+    daphne_running,
     make_session,
     sse_events,
     token_at,
@@ -49,9 +50,10 @@ def stalled_socket(web: str) -> socket.socket:
 
 
 @pytest.fixture(scope="module")
-def web(processes: Any) -> str:
+def web(processes: Any) -> Iterator[str]:
     env = {"AGENTSITE_STREAM_SEND_BUFFER_MAX": str(BOUND), "AGENTSITE_STREAM_STALL_S": str(STALL_S)}
-    return daphne_serve(processes, "daphne-slow-reader", env=env)
+    with daphne_running(processes, "daphne-slow-reader", env=env) as url:
+        yield url
 
 
 async def test_a_follower_that_stops_reading_is_cut_off_and_resumes_without_loss(

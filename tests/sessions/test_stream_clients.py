@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+from collections.abc import Iterator
 from typing import Any
 
 from channels.db import database_sync_to_async
@@ -139,6 +141,21 @@ def daphne_serve(processes: Any, name: str = "daphne", env: dict[str, str] | Non
                 raise RuntimeError(f"daphne did not start; see {log}")
             time.sleep(0.1)
     raise RuntimeError(f"daphne found no free port in 5 tries; see {log}")
+
+
+@contextlib.contextmanager
+def daphne_running(
+    processes: Any, name: str = "daphne", env: dict[str, str] | None = None
+) -> Iterator[str]:
+    """``daphne_serve`` for the ``with`` block only (a module's fixture, one test): the
+    server stops at its end, and its database connections close with it. Left running
+    to the end of the session, every module's server kept its connections, and the
+    suite ran PostgreSQL out of clients ("too many clients already")."""
+    url = daphne_serve(processes, name, env)
+    try:
+        yield url
+    finally:
+        processes.stop(processes.named(name))
 
 
 def sse_events(lines: Any) -> Any:

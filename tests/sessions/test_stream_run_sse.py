@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import httpx
@@ -21,14 +21,15 @@ from sessions.sse import sse_body
 from sessions.streams import Frame, LogTail
 from sessions.tokens import run_token_seq
 from tests.conftest import Processes, api_client_for
-from tests.sessions.test_stream_clients import daphne_serve, sse_events
+from tests.sessions.test_stream_clients import daphne_running, sse_events
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
 @pytest.fixture(scope="module")
-def base_url(processes: Processes) -> str:
-    return daphne_serve(processes, "daphne-run-sse")
+def base_url(processes: Processes) -> Iterator[str]:
+    with daphne_running(processes, "daphne-run-sse") as url:
+        yield url
 
 
 def bearer(user: Any) -> dict[str, str]:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Generator
+from collections.abc import Generator, Iterator
 from typing import Any
 
 import httpx
@@ -13,14 +13,15 @@ from sessions.events import event_append
 from sessions.models import AgentSession
 from sessions.tokens import session_token_seq
 from tests.conftest import Processes, api_client_for
-from tests.sessions.test_stream_clients import daphne_serve, sse_events
+from tests.sessions.test_stream_clients import daphne_running, daphne_serve, sse_events
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
 @pytest.fixture(scope="module")
-def base_url(processes: Processes) -> str:
-    return daphne_serve(processes, "daphne-sse")
+def base_url(processes: Processes) -> Iterator[str]:
+    with daphne_running(processes, "daphne-sse") as url:
+        yield url
 
 
 def bearer(user: Any) -> dict[str, str]:

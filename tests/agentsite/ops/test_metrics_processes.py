@@ -18,7 +18,7 @@ from tests.agentsite.ops.scrape import Samples, samples_of, value
 from tests.agentsite.test_outages import headers_for, start_job
 from tests.conftest import ARTIFACTS, Processes, wait_for_idle_workers, wait_until
 from tests.servers import OwnRedis
-from tests.sessions.test_stream_clients import daphne_serve
+from tests.sessions.test_stream_clients import daphne_running, daphne_serve
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -89,6 +89,7 @@ def test_queues_come_from_redis_and_a_redis_outage_is_reported_not_failed(
         assert value(after, "agentsite_queue_depth", queue="tools") == 0  # Redis came back empty
     finally:
         processes.stop(worker)
+        processes.stop(processes.named("daphne-metrics-redis"))
 
 
 def bearer_subprotocols(token: str) -> list[Subprotocol]:
@@ -103,8 +104,14 @@ def jobs_counted(samples: Samples) -> float:
 def test_open_streams_of_another_web_process_are_counted(
     processes: Processes, user: Any, make_user: Any
 ) -> None:
-    streaming = daphne_serve(processes, "daphne-metrics-streams")
-    answering = daphne_serve(processes, "daphne-metrics-answers")
+    with (
+        daphne_running(processes, "daphne-metrics-streams") as streaming,
+        daphne_running(processes, "daphne-metrics-answers") as answering,
+    ):
+        _streams_counted(streaming, answering, user, make_user)
+
+
+def _streams_counted(streaming: str, answering: str, user: Any, make_user: Any) -> None:
     operator = headers_for(make_user("operator", is_staff=True))
     headers = headers_for(user)
     session = httpx.post(f"{streaming}/api/sessions", json={}, headers=headers, timeout=10).json()
