@@ -228,7 +228,8 @@ def sse(
     A client that leaves more than ``AGENTSITE_STREAM_SEND_BUFFER_MAX`` bytes
     unread (under daphne, which lets us see the connection) is waited for, and
     dropped once it has not read for ``AGENTSITE_STREAM_STALL_S``: it resumes
-    with ``starting_after``, as after any broken connection.
+    with ``starting_after``, as after any broken connection. Under daphne the events
+    are written to the connection, as ``sessions.sse.sse_body`` writes them.
     """
     wire = response_wire_of(getattr(request, "scope", {}))
     unread_max = int(settings.AGENTSITE_STREAM_SEND_BUFFER_MAX)
@@ -245,8 +246,12 @@ def sse(
                     wire.drop()
                     return
                 data = json.dumps(event, separators=(",", ":"))
+                text = f"event: {event['type']}\ndata: {data}\n\n"
+                if wire is None:
+                    yield text
+                elif not wire.write(text.encode()):
+                    return  # the response is over
                 last = event["sequence_number"]
-                yield f"event: {event['type']}\ndata: {data}\n\n"
         except CredentialRevoked:
             yield f"event: error\ndata: {json.dumps(revoked_event(last + 1))}\n\n"
 

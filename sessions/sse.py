@@ -98,6 +98,12 @@ async def sse_body(
     client that leaves more than ``AGENTSITE_STREAM_SEND_BUFFER_MAX`` bytes unread
     (``wire``: the connection, under daphne) is waited for, and dropped once it has
     not read for ``AGENTSITE_STREAM_STALL_S``; it reconnects with ``Last-Event-ID``.
+
+    Under daphne, events are written to the connection (``ResponseWire.write``) rather
+    than yielded: each yielded part passes Django's response loop, every ASGI
+    middleware's ``send`` and daphne's dispatch on its way to the same write. What is
+    yielded (the opening lines, heartbeats, a run's last events) still goes through
+    ASGI, in order with what was written: both end in the request's ``write``.
     """
     unread_max = int(settings.AGENTSITE_STREAM_SEND_BUFFER_MAX)
     stall_s = float(settings.AGENTSITE_STREAM_STALL_S)
@@ -119,10 +125,13 @@ async def sse_body(
                         return
                     yield ": heartbeat\n\n"
                     continue
-                if wire is not None and not await drained(wire, unread_max, stall_s):
+                if wire is None:
+                    yield sse_event(frame)
+                elif not await drained(wire, unread_max, stall_s):
                     wire.drop()
                     return
-                yield sse_event(frame)
+                elif not wire.write(sse_event(frame).encode()):
+                    return  # the response is over
                 if until_run_ends and frame["kind"] == Event.Kind.RUN_FINISHED:
                     return
         except CredentialRevoked:

@@ -10,6 +10,9 @@ Verified against daphne 4.2.3 (on Twisted 26.10.0). Checked by
 - ``WebRequest`` is Twisted's ``http.Request``: ``gotLength(length)`` when the
   headers are in, ``handleContentChunk(data)`` per chunk of the body, ``process()``
   once it is whole; the request line's path is on ``request.channel._path``.
+  ``WebRequest.handle_reply`` writes an ``http.response.body`` message with
+  ``http.Request.write`` (``WebRequest`` does not override ``write``) unless the
+  request is finished or its channel gone.
 
 Daphne is looked up in ``sys.modules``, never imported: importing it installs a
 Twisted reactor, which a process served by anything else must not get from here.
@@ -48,13 +51,28 @@ def websocket_protocol(send: Any) -> Any:
     return protocol if websocket is not None and isinstance(protocol, websocket) else None
 
 
-def request_transport(send: Any) -> Any:
-    """The Twisted transport under the daphne HTTP request behind ``send``, or None."""
+def http_request(send: Any) -> Any:
+    """The daphne HTTP request (a Twisted ``http.Request``) behind ``send``, or None."""
     request = getattr(sys.modules.get("daphne.http_protocol"), "WebRequest", None)
     protocol = protocol_behind(send)
-    if request is None or not isinstance(protocol, request):
-        return None
-    return getattr(protocol.channel, "transport", None)
+    return protocol if request is not None and isinstance(protocol, request) else None
+
+
+def request_transport(send: Any) -> Any:
+    """The Twisted transport under the daphne HTTP request behind ``send``, or None."""
+    request = http_request(send)
+    return None if request is None else getattr(request.channel, "transport", None)
+
+
+def write_body(request: Any, data: bytes) -> bool:
+    """What daphne does with an ``http.response.body`` message that has more to come
+    (``WebRequest.handle_reply``): Twisted's ``Request.write``, which frames ``data`` as
+    a chunk. False once the response is finished or its connection gone, when daphne
+    would drop the message."""
+    if request.finished or request.channel is None:
+        return False
+    request.write(data)  # WebRequest keeps Twisted's own
+    return True
 
 
 def limit_request_bodies(

@@ -83,20 +83,31 @@ class Wire:
 
 class ResponseWire:
     """The TCP connection under a daphne HTTP response, for a long response (a stream) to
-    see how much of what it wrote the client has not taken, and to drop the client."""
+    see how much of what it wrote the client has not taken, to write its body straight
+    to daphne's request, and to drop the client."""
 
-    __slots__ = ("transport",)
+    __slots__ = ("request", "transport")
 
-    def __init__(self, transport: Any) -> None:
+    def __init__(self, request: Any, transport: Any) -> None:
+        self.request = request
         self.transport = transport
 
     @classmethod
     def of(cls, send: Any) -> ResponseWire | None:
-        transport = daphne.request_transport(send)
-        return cls(transport) if twisted.is_plain_tcp(transport) else None
+        request = daphne.http_request(send)
+        transport = None if request is None else getattr(request.channel, "transport", None)
+        return cls(request, transport) if twisted.is_plain_tcp(transport) else None
 
     def unsent(self) -> int:
         return twisted.unsent(self.transport)
+
+    def write(self, data: bytes) -> bool:
+        """Write ``data`` as the response body's next part, as daphne writes an
+        ``http.response.body`` message with more to come, but without the ASGI ``send``:
+        no middleware's wrapper, no Django response loop, no daphne dispatch for each
+        event of a stream. Call it only once the response has started (its first part
+        sent through ASGI). False once the response is over."""
+        return daphne.write_body(self.request, data)
 
     def drop(self) -> None:
         """Close the connection now, discarding what it still holds for the client."""

@@ -45,3 +45,15 @@ def test_the_request_body_hooks_the_body_limit_wraps_keep_their_signatures() -> 
     assert [a.arg for a in method(daphne_source, "WebRequest", "process").args.args] == ["self"]
     assert {"channel", "content"} <= assigned_attributes(daphne.http_protocol.WebRequest)
     assert {"_path", "transport"} <= assigned_attributes(http.HTTPChannel)
+
+
+def test_a_body_with_more_to_come_is_twisteds_request_write_unless_the_request_finished() -> None:
+    """``write_body`` does what ``WebRequest.handle_reply`` does with such a message."""
+    assert "write" not in vars(daphne.http_protocol.WebRequest)  # Twisted's own write
+    handle_reply = ast.unparse(
+        method(module_tree("daphne.http_protocol"), "WebRequest", "handle_reply")
+    )
+    assert "http.Request.write(self, message.get('body', b''))" in handle_reply
+    assert "if self.finished or self.channel is None:" in handle_reply
+    assert parameters(http.Request.write) == ["self", "data"]
+    assert "finished" in assigned_attributes(http.Request)

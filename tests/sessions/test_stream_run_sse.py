@@ -150,3 +150,57 @@ async def test_a_run_that_ends_between_two_reads_still_ends_with_run_finished(
 def token_holder(user: Any) -> Credential:
     api_token, _ = ApiToken.issue(user=user, name="test")
     return token_credential(api_token)
+
+
+class WrittenWire:
+    """A connection that takes everything at once and keeps what was written to it, in
+    place of daphne's (``agentsite.web.wire.ResponseWire``) for a stream run in-process;
+    the streams over a real daphne above go through the real one."""
+
+    def __init__(self) -> None:
+        self.written: list[bytes] = []
+
+    def unsent(self) -> int:
+        return 0
+
+    def write(self, data: bytes) -> bool:
+        self.written.append(data)
+        return True
+
+    def drop(self) -> None:
+        raise AssertionError("a client that reads everything is never dropped")
+
+
+async def test_under_daphne_a_stream_writes_its_events_to_the_connection_in_order(
+    processes: Processes, user: Any
+) -> None:
+    """Each event yielded to Django passes its response loop, every ASGI middleware's
+    ``send`` and daphne's dispatch on its way to the request's ``write``: with the
+    connection at hand, the stream writes its events there, and yields only its opening
+    lines (which start the response) through ASGI."""
+    run = await database_sync_to_async(running_run)(user)
+    await database_sync_to_async(delta)(run, "hel")
+    await database_sync_to_async(finish_run)(run)
+    credential = await database_sync_to_async(token_holder)(user)
+    group = f"{AgentSession.group_prefix()}{run.session_id}"
+    tail = LogTail(session_id=run.session_id, owner_id=run.owner_id, after=0, run_id=run.id)
+    wire = WrittenWire()
+    yielded = [
+        chunk
+        async for chunk in sse_body(
+            tail,
+            group,
+            credential,
+            until_run_ends=True,
+            wire=wire,  # type: ignore[arg-type]
+        )
+    ]
+    assert len(yielded) == 1 and yielded[0].startswith("retry: ")
+    events = list(sse_events(b"".join(wire.written).decode().splitlines()))
+    kinds = [e["data"]["kind"] for e in events]
+    assert kinds == ["run_started", "assistant_delta", "assistant_delta", "run_finished"]
+    assert [e["data"]["payload"].get("text") for e in events[1:3]] == ["hel", "lo"]
+    seqs = [e["data"]["seq"] for e in events]
+    assert seqs == sorted(set(seqs))
+    last = run_token_seq(events[-1]["id"], run_id=run.id, owner_id=user.pk)
+    assert last == seqs[-1]
