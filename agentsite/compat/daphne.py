@@ -12,7 +12,9 @@ Verified against daphne 4.2.3 (on Twisted 26.10.0). Checked by
   once it is whole; the request line's path is on ``request.channel._path``.
   ``WebRequest.handle_reply`` writes an ``http.response.body`` message with
   ``http.Request.write`` (``WebRequest`` does not override ``write``) unless the
-  request is finished or its channel gone.
+  request is finished or its channel gone; past the headers, a chunked
+  ``Request.write`` adds the data's length to ``sentLength`` and writes
+  ``toChunk(data)`` to its channel's transport.
 
 Daphne is looked up in ``sys.modules``, never imported: importing it installs a
 Twisted reactor, which a process served by anything else must not get from here.
@@ -64,14 +66,31 @@ def request_transport(send: Any) -> Any:
     return None if request is None else getattr(request.channel, "transport", None)
 
 
-def write_body(request: Any, data: bytes) -> bool:
+def write_body(
+    request: Any, data: bytes, write_chunk: Callable[[bytes], None] | None = None
+) -> bool:
     """What daphne does with an ``http.response.body`` message that has more to come
-    (``WebRequest.handle_reply``): Twisted's ``Request.write``, which frames ``data`` as
-    a chunk. False once the response is finished or its connection gone, when daphne
-    would drop the message."""
+    (``WebRequest.handle_reply``): Twisted's ``Request.write``. False once the response
+    is finished or its connection gone, when daphne would drop the message.
+
+    ``write_chunk``: once the headers are out and the body is chunked, what
+    ``Request.write`` would hand its channel's transport (``toChunk``: the length in hex,
+    CRLF, the data, CRLF) goes to it instead, with the body's length counted as
+    ``Request.write`` counts it. A request whose ``write`` was made to write nothing (a
+    ``HEAD``, a status without a body) keeps its own.
+    """
     if request.finished or request.channel is None:
         return False
-    request.write(data)  # WebRequest keeps Twisted's own
+    if (
+        write_chunk is None
+        or not data
+        or not (request.startedWriting and request.chunked)
+        or "write" in vars(request)
+    ):
+        request.write(data)  # WebRequest keeps Twisted's own
+        return True
+    request.sentLength += len(data)
+    write_chunk(b"%x\r\n%b\r\n" % (len(data), data))
     return True
 
 

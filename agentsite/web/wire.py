@@ -107,7 +107,13 @@ class ResponseWire:
         no middleware's wrapper, no Django response loop, no daphne dispatch for each
         event of a stream. Call it only once the response has started (its first part
         sent through ASGI). False once the response is over."""
-        return daphne.write_body(self.request, data)
+        return daphne.write_body(self.request, data, self._write_chunk)
+
+    def _write_chunk(self, chunk: bytes) -> None:
+        # As a websocket frame is written (``Wire.write``): one ``send`` now when nothing
+        # waits in Twisted's buffer, where Twisted's own write registers the socket for
+        # writing and sends on a later turn of the loop.
+        twisted.write_now(self.transport, chunk)
 
     def drop(self) -> None:
         """Close the connection now, discarding what it still holds for the client."""

@@ -57,3 +57,15 @@ def test_a_body_with_more_to_come_is_twisteds_request_write_unless_the_request_f
     assert "if self.finished or self.channel is None:" in handle_reply
     assert parameters(http.Request.write) == ["self", "data"]
     assert "finished" in assigned_attributes(http.Request)
+
+
+def test_a_chunked_write_past_the_headers_counts_the_length_and_writes_to_chunk() -> None:
+    """``write_body``'s ``write_chunk`` takes what Twisted's ``Request.write`` hands its
+    channel once the headers are out, framed as ``toChunk`` frames it."""
+    write = ast.unparse(method(module_tree("twisted.web.http"), "Request", "write"))
+    assert "self.sentLength = self.sentLength + len(data)" in write
+    assert "self.channel.writeSequence(toChunk(data))" in write
+    assert "self.write = lambda data: None" in write  # HEAD and bodiless statuses
+    assert b"".join(http.toChunk(b"event")) == b"5\r\nevent\r\n"
+    assert {"startedWriting", "chunked", "sentLength"} <= assigned_attributes(http.Request)
+    assert "writeSequence" in vars(http.HTTPChannel)
