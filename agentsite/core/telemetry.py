@@ -8,6 +8,7 @@ This module imports no app, so workers, web processes and the scheduler use it a
 
 from __future__ import annotations
 
+import atexit
 import logging
 import os
 import socket
@@ -106,6 +107,7 @@ class OpenStreams:
                     target=self.publish_forever, name="metrics-streams", daemon=True
                 )
                 self.publisher.start()
+                atexit.register(self.withdraw)
 
     def closed(self, kind: str) -> None:
         with self.lock:
@@ -131,6 +133,15 @@ class OpenStreams:
             pipe.hset(_key("open-streams"), f"{kind}|{me}", f"{n} {now}")
         pipe.expire(_key("open-streams"), int(STREAMS_STALE_S * 6))
         pipe.execute()
+
+    def withdraw(self) -> None:
+        """Take this process's counts back as it exits: the others would count its
+        streams, closed with it, until they went stale (``STREAMS_STALE_S``)."""
+        me = process_name()
+        try:
+            metrics_redis().hdel(_key("open-streams"), *(f"{kind}|{me}" for kind in STREAM_KINDS))
+        except RedisError as exc:
+            log.debug("open stream counts not withdrawn: %r", exc)
 
     def totals(self, conn: Redis) -> dict[str, int]:
         """Open streams of every web process: this one's own count plus the others' fresh ones."""

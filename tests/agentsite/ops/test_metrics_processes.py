@@ -134,3 +134,25 @@ def _streams_counted(streaming: str, answering: str, user: Any, make_user: Any) 
         assert sse.status_code == 200
         wait_until(lambda: open_streams() == {"sse": 1, "websocket": 1}, timeout=20)
     wait_until(lambda: open_streams() == {"sse": 0, "websocket": 0}, timeout=20)
+
+
+def test_a_web_process_that_stops_takes_its_open_streams_out_of_the_count(
+    processes: Processes, user: Any, make_user: Any
+) -> None:
+    """Its streams end with it: the other web processes stop counting them at once, not
+    after its last published count has gone stale."""
+    operator = headers_for(make_user("operator", is_staff=True))
+    headers = headers_for(user)
+    with daphne_running(processes, "daphne-metrics-remaining") as remaining:
+        leaving = daphne_serve(processes, "daphne-metrics-leaving")
+        session = httpx.post(f"{leaving}/api/sessions", json={}, headers=headers, timeout=10)
+        stream_url = f"{leaving}/api/sessions/{session.json()['session_id']}/stream"
+
+        def open_sse() -> float | None:
+            return value(scrape(remaining, operator), "agentsite_open_streams", kind="sse")
+
+        with httpx.stream("GET", stream_url, headers=headers, timeout=30) as sse:
+            assert sse.status_code == 200
+            wait_until(lambda: open_sse() == 1, timeout=20)
+            processes.stop(processes.named("daphne-metrics-leaving"))
+            assert open_sse() == 0
