@@ -35,7 +35,7 @@ from accounts.models import ApiToken
 from agentsite.core.errors import Conflict, DomainError, NotFound, QuotaExceeded
 from agentsite.web.auth import api_token_for
 from agentsite.web.http import NestedTooDeep, contains_nul, json_body
-from agentsite.web.wire import drained, response_wire_of
+from agentsite.web.wire import response_wire_of, written_when_drained
 from responses.live import response_cancel, response_events, response_wait
 from responses.models import AgentResponse
 from responses.payloads import ResponseCreate
@@ -242,15 +242,12 @@ def sse(
                 if event is None:
                     yield ": heartbeat\n\n"
                     continue
-                if wire is not None and not await drained(wire, unread_max, stall_s):
-                    wire.drop()
-                    return
                 data = json.dumps(event, separators=(",", ":"))
                 text = f"event: {event['type']}\ndata: {data}\n\n"
                 if wire is None:
                     yield text
-                elif not wire.write(text.encode()):
-                    return  # the response is over
+                elif not await written_when_drained(wire, text.encode(), unread_max, stall_s):
+                    return  # dropped as stalled, or the response is over
                 last = event["sequence_number"]
         except CredentialRevoked:
             yield f"event: error\ndata: {json.dumps(revoked_event(last + 1))}\n\n"

@@ -18,7 +18,7 @@ from ninja import Router
 from accounts.credentials import Credential, CredentialRevoked
 from agentsite.web.auth import request_credential, request_user
 from agentsite.web.http import errors
-from agentsite.web.wire import ResponseWire, drained, response_wire_of
+from agentsite.web.wire import ResponseWire, response_wire_of, written_when_drained
 from sessions.models import AgentSession, Event
 from sessions.streams import (
     Frame,
@@ -127,11 +127,10 @@ async def sse_body(
                     continue
                 if wire is None:
                     yield sse_event(frame)
-                elif not await drained(wire, unread_max, stall_s):
-                    wire.drop()
-                    return
-                elif not wire.write(sse_event(frame).encode()):
-                    return  # the response is over
+                elif not await written_when_drained(
+                    wire, sse_event(frame).encode(), unread_max, stall_s
+                ):
+                    return  # dropped as stalled, or the response is over
                 if until_run_ends and frame["kind"] == Event.Kind.RUN_FINISHED:
                     return
         except CredentialRevoked:

@@ -60,12 +60,6 @@ def http_request(send: Any) -> Any:
     return protocol if request is not None and isinstance(protocol, request) else None
 
 
-def request_transport(send: Any) -> Any:
-    """The Twisted transport under the daphne HTTP request behind ``send``, or None."""
-    request = http_request(send)
-    return None if request is None else getattr(request.channel, "transport", None)
-
-
 def write_body(
     request: Any, data: bytes, write_chunk: Callable[[bytes], None] | None = None
 ) -> bool:

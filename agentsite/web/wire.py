@@ -147,6 +147,16 @@ async def drained(wire: Unsent, limit: int, stall_s: float) -> bool:
     return True
 
 
+async def written_when_drained(wire: ResponseWire, data: bytes, limit: int, stall_s: float) -> bool:
+    """Write ``data`` to a stream's response once at most ``limit`` bytes wait for the
+    client (``drained``); False when the stream is over: its client stalled (it is
+    dropped) or the response has ended."""
+    if not await drained(wire, limit, stall_s):
+        wire.drop()
+        return False
+    return wire.write(data)
+
+
 class WireInScope:
     """ASGI middleware, outermost: the daphne connection in the scope, a websocket's
     ``Wire`` under ``SCOPE_KEY`` and an HTTP response's ``ResponseWire`` under
