@@ -4,18 +4,19 @@ from __future__ import annotations
 
 import os
 
-from django.core.asgi import get_asgi_application
-
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "agentsite.settings")
-# Concurrent requests each run in a thread of their own: on PostgreSQL they
-# share a bounded connection pool (see DATABASES in settings). The switch is for
+# Concurrent requests run on the request threads (agentsite.web.handler) and the
+# stream readers, and an async view's database work in threads of its own: on
+# PostgreSQL they share a bounded connection pool (see DATABASES in settings). The switch is for
 # this process's settings only: a process it starts (a worker forks work horses,
 # which a pool's threads do not survive) must not inherit it.
 _pool_by_default = "AGENTSITE_DB_POOL" not in os.environ
 if _pool_by_default:
     os.environ["AGENTSITE_DB_POOL"] = "true"
 # Django must be set up before anything imports models (the routing does).
-django_asgi_app = get_asgi_application()
+from agentsite.web.handler import asgi_application  # noqa: E402
+
+django_asgi_app = asgi_application()
 if _pool_by_default:
     del os.environ["AGENTSITE_DB_POOL"]
 
