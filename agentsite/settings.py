@@ -379,8 +379,9 @@ def env_gc_thresholds(name: str, default: tuple[int, int, int]) -> tuple[int, in
 
 AGENTSITE_GC_THRESHOLDS = env_gc_thresholds("AGENTSITE_GC_THRESHOLDS", (50_000, 20, 10))
 # Threads of a web process that run its requests to synchronous views (middleware, view
-# and all), each keeping its database connection between requests (agentsite.web.handler).
-AGENTSITE_REQUEST_THREADS = env_int("AGENTSITE_REQUEST_THREADS", 16, least=1)
+# and all), each keeping its database connection between requests (agentsite.web.handler);
+# 0: Django's own handler, a thread and a connection of its own for each request.
+AGENTSITE_REQUEST_THREADS = env_int("AGENTSITE_REQUEST_THREADS", 16, least=0)
 # Threads of a web process that read session logs for its streams, each keeping a connection.
 AGENTSITE_STREAM_READ_THREADS = env_int("AGENTSITE_STREAM_READ_THREADS", 4)
 # On SIGTERM a turn worker lets running turns finish for this long, then hands

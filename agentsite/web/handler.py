@@ -82,6 +82,9 @@ class Handler(ASGIHandler):
 
 
 def asgi_application() -> Any:
-    """``django.core.asgi.get_asgi_application``, serving through ``Handler``."""
+    """``django.core.asgi.get_asgi_application``, serving through ``Handler`` (Django's own
+    handler with ``AGENTSITE_REQUEST_THREADS=0``: each request a thread of its own)."""
     django.setup(set_prefix=False)
+    if settings.AGENTSITE_REQUEST_THREADS == 0:
+        return ASGIHandler()
     return Handler()
