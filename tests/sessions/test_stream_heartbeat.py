@@ -9,6 +9,7 @@ from asgiref.testing import ApplicationCommunicator
 from channels.db import database_sync_to_async
 
 from agentsite.asgi import application
+from tests.asgi_scope import http_scope
 from tests.conftest import api_client_for
 from tests.sessions.test_stream_clients import make_session
 
@@ -19,20 +20,10 @@ async def test_an_idle_stream_sends_heartbeat_comments(user: Any, settings: Any)
     settings.AGENTSITE_SSE_HEARTBEAT_S = 0.2
     session = await make_session(user, events=1)
     raw = (await database_sync_to_async(api_client_for)(user)).raw_token
-    scope = {
-        "type": "http",
-        "asgi": {"version": "3.0"},
-        "http_version": "1.1",
-        "method": "GET",
-        "scheme": "http",
-        "path": f"/api/sessions/{session.id}/stream",
-        "raw_path": f"/api/sessions/{session.id}/stream".encode(),
-        "query_string": b"",
-        "root_path": "",
-        "headers": [(b"host", b"127.0.0.1"), (b"authorization", f"Bearer {raw}".encode())],
-        "client": ("127.0.0.1", 5555),
-        "server": ("127.0.0.1", 80),
-    }
+    path = f"/api/sessions/{session.id}/stream"
+    scope = http_scope(
+        path, [(b"host", b"127.0.0.1"), (b"authorization", f"Bearer {raw}".encode())]
+    )
     http = ApplicationCommunicator(application, scope)
     await http.send_input({"type": "http.request", "body": b"", "more_body": False})
     start = await http.receive_output(10)

@@ -19,6 +19,7 @@ from django.test import override_settings
 
 from agentsite.web.handler import REQUEST_THREAD_PREFIX, Handler
 from tests.agentsite.web import request_thread_urls as urls
+from tests.asgi_scope import http_scope
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -53,20 +54,7 @@ async def call(app: Handler, path: str) -> tuple[int, dict[str, Any]]:
     async def send(message: Mapping[str, Any]) -> None:
         sent.append(dict(message))
 
-    scope = {
-        "type": "http",
-        "asgi": {"version": "3.0"},
-        "http_version": "1.1",
-        "method": "GET",
-        "scheme": "http",
-        "path": path,
-        "raw_path": path.encode(),
-        "query_string": b"",
-        "root_path": "",
-        "headers": [(b"host", b"testserver")],
-        "client": ("127.0.0.1", 40000),
-        "server": ("testserver", 80),
-    }
+    scope = http_scope(path)
     await app(scope, receive, send)
     body = b"".join(m.get("body", b"") for m in sent if m["type"] == "http.response.body")
     return sent[0]["status"], json.loads(body)
