@@ -22,6 +22,7 @@ wrote as superseded). Each is a compare-and-set on the current status.
 
 from __future__ import annotations
 
+import functools
 import logging
 from dataclasses import dataclass
 from datetime import datetime
@@ -31,6 +32,8 @@ import django_rq
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
+from redis import Redis
+from rq import Queue
 from rq.job import Job as RqJob
 
 from agentsite.compat.django import CompiledQuery
@@ -152,10 +155,16 @@ def _live_runs(session_id: str) -> LiveRuns:
 
 def run_enqueue(run_id: str, *, at_front: bool = False) -> None:
     """Hand a run to the turn workers; the RQ job id is the run id."""
-    # On this process's Redis client: django_rq's own would connect anew each time.
-    django_rq.get_queue("turns", connection=redis_connection()).enqueue(
+    _turns_queue(redis_connection()).enqueue(
         RUN_TURN, run_id, job_id=run_id, result_ttl=300, failure_ttl=3600, at_front=at_front
     )
+
+
+@functools.lru_cache(maxsize=2)
+def _turns_queue(connection: Redis) -> Queue:
+    """The ``turns`` queue on this process's Redis client (django_rq's own would connect
+    anew each time), built once per client: a fork's child has a client of its own."""
+    return django_rq.get_queue("turns", connection=connection)
 
 
 def _enqueue_on_commit(run_id: str) -> None:
