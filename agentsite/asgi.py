@@ -7,9 +7,9 @@ import os
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "agentsite.settings")
 # Concurrent requests run on the request threads (agentsite.web.handler) and the
 # stream readers, and an async view's database work in threads of its own: on
-# PostgreSQL they share a bounded connection pool (see DATABASES in settings). The switch is for
-# this process's settings only: a process it starts (a worker forks work horses,
-# which a pool's threads do not survive) must not inherit it.
+# PostgreSQL they share a bounded connection pool (see DATABASES in settings). The
+# switch is for this process's settings only: a process it starts (a worker forks
+# work horses, which a pool's threads do not survive) must not inherit it.
 _pool_by_default = "AGENTSITE_DB_POOL" not in os.environ
 if _pool_by_default:
     os.environ["AGENTSITE_DB_POOL"] = "true"

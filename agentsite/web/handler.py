@@ -11,11 +11,12 @@ more than most views' own work.
 
 Here a request to a synchronous view goes once to one of ``AGENTSITE_REQUEST_THREADS``
 kept threads, where a middleware chain built in synchronous mode (as under WSGI),
-the URL resolution and the view run together. Each thread keeps its database
-connection from one request to the next, as the stream readers do
+the URL resolution and the view run together. On SQLite each thread keeps its
+database connection from one request to the next, as the stream readers do
 (``sessions.streams.reads``): one on which an error occurred, or left inside a
-transaction, is closed after its request; with a connection pool (the web
-process on PostgreSQL) the connection goes back to the pool after each request.
+transaction, is closed after its request. With a connection pool (the web process
+on PostgreSQL) the connection goes back to the pool after each request; without
+one, Django's own rule applies (``CONN_MAX_AGE``, ``close_old_connections``).
 A request to an ``async def`` view (the streams, the Responses API) takes
 Django's own async path and never holds one of these threads.
 """
@@ -23,6 +24,7 @@ Django's own async path and never holds one of these threads.
 from __future__ import annotations
 
 import concurrent.futures
+from collections.abc import Callable
 from typing import Any
 
 import django
@@ -30,7 +32,7 @@ from asgiref.sync import iscoroutinefunction, sync_to_async
 from django.conf import settings
 from django.core.handlers.asgi import ASGIHandler
 from django.core.handlers.base import BaseHandler
-from django.db import DEFAULT_DB_ALIAS, connections
+from django.db import DEFAULT_DB_ALIAS, close_old_connections, connections
 from django.http import HttpRequest, HttpResponseBase
 from django.urls import Resolver404, get_resolver
 
@@ -39,8 +41,14 @@ from agentsite.core.database import connections_keep_if_sound
 REQUEST_THREAD_PREFIX = "request"
 
 
-def _pooled() -> bool:
-    return "pool" in settings.DATABASES[DEFAULT_DB_ALIAS].get("OPTIONS", {})
+def after_request() -> Callable[[], None]:
+    """What a request thread does with its connections once a request is answered."""
+    database = settings.DATABASES[DEFAULT_DB_ALIAS]
+    if "pool" in database.get("OPTIONS", {}):
+        return connections.close_all  # back to the pool: taking one is cheap
+    if str(database["ENGINE"]).endswith("sqlite3"):
+        return connections_keep_if_sound  # opening one costs more than most requests
+    return close_old_connections
 
 
 class Handler(ASGIHandler):
@@ -53,7 +61,7 @@ class Handler(ASGIHandler):
         self.threads = concurrent.futures.ThreadPoolExecutor(
             settings.AGENTSITE_REQUEST_THREADS, thread_name_prefix=REQUEST_THREAD_PREFIX
         )
-        self.pooled = _pooled()
+        self.after_request = after_request()
 
     async def get_response_async(self, request: HttpRequest) -> HttpResponseBase:
         if self.view_is_async(request):
@@ -75,10 +83,7 @@ class Handler(ASGIHandler):
         try:
             return self.sync.get_response(request)
         finally:
-            if self.pooled:
-                connections.close_all()  # back to the pool: taking one is cheap
-            else:
-                connections_keep_if_sound()
+            self.after_request()
 
 
 def asgi_application() -> Any:
