@@ -1,4 +1,5 @@
-"""Django's query compiler, used to compile a hot query once rather than at every call.
+"""Django's query compiler, used to compile a hot query once rather than at every call;
+its ASGI handler, with a synchronous view's request in one hand-off.
 
 Verified against Django 5.2 (``pyproject.toml`` allows ``<6``). Checked by
 ``tests/compat/test_django.py``.
@@ -15,6 +16,14 @@ own converters. The SQL of such a query must not depend on its values: each one
 is a text or an integer compared as one value (``field=value``), never a list
 (``__in``, whose SQL depends on its length) nor None (``IS NULL``).
 
+``OneHandOffHandler``: Django's ASGI handler with a synchronous view's request
+(the middleware chain built in synchronous mode, the URL resolution and the view)
+run in one hand-off on an executor of the caller's, whose threads the caller owns.
+Django keeps ``ASGIHandler`` out of its public API; the subclass relies on
+``run_get_response`` awaiting ``get_response_async`` (overridden here) and on
+``BaseHandler.load_middleware(is_async=False)`` and ``get_response``, as Django's
+WSGI handler uses them.
+
 The internals used: ``SQLCompiler.as_sql``, ``select``, ``klass_info``,
 ``annotation_col_map``, ``col_count``, ``has_extra_select``,
 ``get_converters``, and ``django.db.models.query.get_related_populators``; the
@@ -26,9 +35,14 @@ from __future__ import annotations
 import itertools
 import threading
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
+from asgiref.sync import iscoroutinefunction, sync_to_async
+from django.conf import settings
+from django.core.handlers.asgi import ASGIHandler
+from django.core.handlers.base import BaseHandler
 from django.db import connections
 from django.db.models import QuerySet
 from django.db.models.query import (
@@ -38,6 +52,8 @@ from django.db.models.query import (
     get_related_populators,
 )
 from django.db.transaction import TransactionManagementError
+from django.http import HttpRequest, HttpResponseBase
+from django.urls import Resolver404, get_resolver
 
 Row = TypeVar("Row")
 
@@ -290,3 +306,37 @@ def _built(compiled: _Compiled, rows: Sequence[Any], connection: Any) -> list[An
             setattr(obj, attribute, row[position])
         objects.append(obj)
     return objects
+
+
+class OneHandOffHandler(ASGIHandler):
+    """``ASGIHandler`` whose synchronous views run on ``executor``, chain and all; then
+    ``after_request()`` on the same thread. An ``async def`` view keeps Django's path."""
+
+    def __init__(self, executor: ThreadPoolExecutor, after_request: Callable[[], None]) -> None:
+        super().__init__()  # the async chain, for async views
+        self.sync = BaseHandler()
+        self.sync.load_middleware(is_async=False)
+        self.threads = executor
+        self.after_request = after_request
+
+    async def get_response_async(self, request: HttpRequest) -> HttpResponseBase:
+        if self.view_is_async(request):
+            return await super().get_response_async(request)
+        response: HttpResponseBase = await sync_to_async(
+            self.sync_response, thread_sensitive=False, executor=self.threads
+        )(request)
+        return response
+
+    @staticmethod
+    def view_is_async(request: HttpRequest) -> bool:
+        try:
+            match = get_resolver(settings.ROOT_URLCONF).resolve(request.path_info)
+        except Resolver404:
+            return False  # the 404 page is a synchronous answer
+        return iscoroutinefunction(match.func)
+
+    def sync_response(self, request: HttpRequest) -> HttpResponseBase:
+        try:
+            return self.sync.get_response(request)
+        finally:
+            self.after_request()

@@ -9,16 +9,17 @@ each request also opened its own database connection: on SQLite the file, its
 pragmas, Django's SQL functions and a read of the whole schema, about 0.75 ms,
 more than most views' own work.
 
-Here a request to a synchronous view goes once to one of ``AGENTSITE_REQUEST_THREADS``
-kept threads, where a middleware chain built in synchronous mode (as under WSGI),
-the URL resolution and the view run together. On SQLite each thread keeps its
-database connection from one request to the next, as the stream readers do
-(``sessions.streams.reads``): one on which an error occurred, or left inside a
-transaction, is closed after its request. With a connection pool (the web process
-on PostgreSQL) the connection goes back to the pool after each request; without
-one, Django's own rule applies (``CONN_MAX_AGE``, ``close_old_connections``).
-A request to an ``async def`` view (the streams, the Responses API) takes
-Django's own async path and never holds one of these threads.
+Here (``agentsite.compat.django.OneHandOffHandler``, where Django's handler classes
+are subclassed) a request to a synchronous view goes once to one of
+``AGENTSITE_REQUEST_THREADS`` kept threads, where a middleware chain built in
+synchronous mode (as under WSGI), the URL resolution and the view run together.
+On SQLite each thread keeps its database connection from one request to the next,
+as the stream readers do (``sessions.streams.reads``): one on which an error
+occurred, or left inside a transaction, is closed after its request. With a
+connection pool (the web process on PostgreSQL) the connection goes back to the
+pool after each request; without one, Django's own rule applies (``CONN_MAX_AGE``,
+``close_old_connections``). A request to an ``async def`` view (the streams, the
+Responses API) takes Django's own async path and never holds one of these threads.
 """
 
 from __future__ import annotations
@@ -28,14 +29,11 @@ from collections.abc import Callable
 from typing import Any
 
 import django
-from asgiref.sync import iscoroutinefunction, sync_to_async
 from django.conf import settings
 from django.core.handlers.asgi import ASGIHandler
-from django.core.handlers.base import BaseHandler
 from django.db import DEFAULT_DB_ALIAS, close_old_connections, connections
-from django.http import HttpRequest, HttpResponseBase
-from django.urls import Resolver404, get_resolver
 
+from agentsite.compat.django import OneHandOffHandler
 from agentsite.core.database import connections_keep_if_sound
 
 REQUEST_THREAD_PREFIX = "request"
@@ -51,39 +49,15 @@ def after_request() -> Callable[[], None]:
     return close_old_connections
 
 
-class Handler(ASGIHandler):
-    """``ASGIHandler`` whose synchronous views run on kept threads, chain and all."""
+class Handler(OneHandOffHandler):
+    """The web process's handler: ``AGENTSITE_REQUEST_THREADS`` kept threads, and the
+    connection rule of its database (``after_request``)."""
 
     def __init__(self) -> None:
-        super().__init__()  # the async chain, for async views
-        self.sync = BaseHandler()
-        self.sync.load_middleware(is_async=False)
-        self.threads = concurrent.futures.ThreadPoolExecutor(
+        threads = concurrent.futures.ThreadPoolExecutor(
             settings.AGENTSITE_REQUEST_THREADS, thread_name_prefix=REQUEST_THREAD_PREFIX
         )
-        self.after_request = after_request()
-
-    async def get_response_async(self, request: HttpRequest) -> HttpResponseBase:
-        if self.view_is_async(request):
-            return await super().get_response_async(request)
-        response: HttpResponseBase = await sync_to_async(
-            self.sync_response, thread_sensitive=False, executor=self.threads
-        )(request)
-        return response
-
-    @staticmethod
-    def view_is_async(request: HttpRequest) -> bool:
-        try:
-            match = get_resolver(settings.ROOT_URLCONF).resolve(request.path_info)
-        except Resolver404:
-            return False  # the 404 page is a synchronous answer
-        return iscoroutinefunction(match.func)
-
-    def sync_response(self, request: HttpRequest) -> HttpResponseBase:
-        try:
-            return self.sync.get_response(request)
-        finally:
-            self.after_request()
+        super().__init__(threads, after_request())
 
 
 def asgi_application() -> Any:

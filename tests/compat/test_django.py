@@ -7,6 +7,8 @@ from datetime import datetime
 from typing import Any
 
 import pytest
+from django.core.handlers.asgi import ASGIHandler
+from django.core.handlers.base import BaseHandler
 from django.db import connection, transaction
 from django.db.models.query import get_related_populators
 from django.db.models.sql.compiler import SQLCompiler
@@ -29,6 +31,21 @@ def test_the_internals_it_reads_keep_their_shape() -> None:
         "expressions",
     ]
     assert list(inspect.signature(SQLCompiler.as_sql).parameters)[:1] == ["self"]
+
+
+def test_the_handler_methods_it_overrides_and_calls_keep_their_shape() -> None:
+    # OneHandOffHandler: run_get_response awaits get_response_async (overridden); the
+    # synchronous chain is BaseHandler's, as Django's WSGI handler builds and calls it.
+    assert "get_response_async" in inspect.getsource(ASGIHandler.run_get_response)
+    assert list(inspect.signature(ASGIHandler.get_response_async).parameters) == [
+        "self",
+        "request",
+    ]
+    assert list(inspect.signature(BaseHandler.load_middleware).parameters) == [
+        "self",
+        "is_async",
+    ]
+    assert list(inspect.signature(BaseHandler.get_response).parameters) == ["self", "request"]
 
 
 class Counted:
