@@ -7,6 +7,7 @@ waits out an outage with the same errors and backoff.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -32,6 +33,15 @@ HEARTBEAT_EVERY_S = 1.0
 T = TypeVar("T")
 
 
+def log_level_at_least_root(level: str | int | None) -> int:
+    """``level`` (a name or a number; None, or a name logging does not know, is RQ's
+    INFO), raised to the root logger's."""
+    asked = logging.getLevelName(level.upper()) if isinstance(level, str) else level
+    if not isinstance(asked, int):
+        asked = logging.INFO
+    return max(asked, logging.getLogger().getEffectiveLevel())
+
+
 class RidesOutRedis(BaseWorker):
     """A worker whose main process outlives a Redis outage of any length.
 
@@ -45,6 +55,21 @@ class RidesOutRedis(BaseWorker):
     of running jobs are bookkeeping: a failed one is skipped, the job goes on.
     Stopping never waits long on RQ's command listener (``unsubscribe``).
     """
+
+    def work(self, *args: Any, logging_level: str | int | None = None, **kwargs: Any) -> bool:
+        """RQ's loop, its loggers no chattier than ``LOG_LEVEL``.
+
+        ``manage.py rqworker`` asks RQ for INFO at its default verbosity, which logs
+        three lines for every job (its start, "Job OK", the result's TTL) even when
+        ``LOG_LEVEL`` is WARNING: each formatted, written and, under ``manage.py
+        serve``, read and written again. The root logger's level (``LOG_LEVEL``) is
+        the floor; a DEBUG asked for with ``LOG_LEVEL=DEBUG`` stays DEBUG.
+        """
+        return bool(
+            super().work(  # type: ignore[no-untyped-call]  # RQ is unannotated
+                *args, logging_level=log_level_at_least_root(logging_level), **kwargs
+            )
+        )
 
     def _through_outage(self, step: Callable[[], T]) -> T:
         wait = 0.5

@@ -10,6 +10,7 @@ group, then SIGKILL after a grace period, so nothing is left behind.
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import subprocess
@@ -44,6 +45,13 @@ GIVE_UP_AFTER = 5
 # How often the watch looks at the parent and at restarts due; a child's exit wakes it at once.
 WATCH_EVERY_S = 1.0
 GIVE_UP_WINDOW_S = 60.0
+
+
+def daphne_verbosity() -> int:
+    """daphne's ``-v`` for ``LOG_LEVEL``: 1 (its default, a line for every request) at
+    INFO, 2 at DEBUG, 0 above INFO, where daphne logs warnings only and no requests."""
+    level = logging.getLogger().getEffectiveLevel()
+    return 2 if level <= logging.DEBUG else 1 if level <= logging.INFO else 0
 
 
 @dataclass
@@ -113,6 +121,8 @@ class Command(BaseCommand):
                     python,
                     "-m",
                     "daphne",
+                    "-v",
+                    str(daphne_verbosity()),
                     "-b",
                     options["host"],
                     "-p",
