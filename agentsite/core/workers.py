@@ -56,7 +56,7 @@ class RidesOutRedis(BaseWorker):
     Stopping never waits long on RQ's command listener (``unsubscribe``).
     """
 
-    def work(self, *args: Any, logging_level: str | int | None = None, **kwargs: Any) -> bool:
+    def work(self, burst: bool = False, logging_level: str | None = None, **kwargs: Any) -> bool:
         """RQ's loop, its loggers no chattier than ``LOG_LEVEL``.
 
         ``manage.py rqworker`` asks RQ for INFO at its default verbosity, which logs
@@ -65,11 +65,8 @@ class RidesOutRedis(BaseWorker):
         serve``, read and written again. The root logger's level (``LOG_LEVEL``) is
         the floor; a DEBUG asked for with ``LOG_LEVEL=DEBUG`` stays DEBUG.
         """
-        return bool(
-            super().work(  # type: ignore[no-untyped-call]  # RQ is unannotated
-                *args, logging_level=log_level_at_least_root(logging_level), **kwargs
-            )
-        )
+        level = logging.getLevelName(log_level_at_least_root(logging_level))
+        return bool(super().work(burst, logging_level=level, **kwargs))
 
     def _through_outage(self, step: Callable[[], T]) -> T:
         wait = 0.5
