@@ -14,9 +14,10 @@ from typing import Any, TypeVar
 
 import redis
 from rq import Queue
+from rq.defaults import DEFAULT_LOGGING_DATE_FORMAT, DEFAULT_LOGGING_FORMAT
 from rq.exceptions import StopRequested
 from rq.job import Job as RqJob
-from rq.worker import BaseWorker
+from rq.worker import BaseWorker, DequeueStrategy
 
 from agentsite.compat import rq as rq_internals
 from agentsite.core import telemetry
@@ -56,7 +57,17 @@ class RidesOutRedis(BaseWorker):
     Stopping never waits long on RQ's command listener (``unsubscribe``).
     """
 
-    def work(self, burst: bool = False, logging_level: str | None = None, **kwargs: Any) -> bool:
+    def work(
+        self,
+        burst: bool = False,
+        logging_level: str | None = None,
+        date_format: str = DEFAULT_LOGGING_DATE_FORMAT,
+        log_format: str = DEFAULT_LOGGING_FORMAT,
+        max_jobs: int | None = None,
+        max_idle_time: int | None = None,
+        with_scheduler: bool = False,
+        dequeue_strategy: DequeueStrategy = DequeueStrategy.DEFAULT,
+    ) -> bool:
         """RQ's loop, its loggers no chattier than ``LOG_LEVEL``.
 
         ``manage.py rqworker`` asks RQ for INFO at its default verbosity, which logs
@@ -65,8 +76,16 @@ class RidesOutRedis(BaseWorker):
         serve``, read and written again. The root logger's level (``LOG_LEVEL``) is
         the floor; a DEBUG asked for with ``LOG_LEVEL=DEBUG`` stays DEBUG.
         """
-        level = logging.getLevelName(log_level_at_least_root(logging_level))
-        return bool(super().work(burst, logging_level=level, **kwargs))
+        return super().work(
+            burst,
+            logging.getLevelName(log_level_at_least_root(logging_level)),
+            date_format,
+            log_format,
+            max_jobs,
+            max_idle_time,
+            with_scheduler,
+            dequeue_strategy,
+        )
 
     def _through_outage(self, step: Callable[[], T]) -> T:
         wait = 0.5
