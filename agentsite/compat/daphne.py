@@ -9,7 +9,9 @@ Verified against daphne 4.2.3 (on Twisted 26.10.0). Checked by
   is the partial's first argument.
 - ``WebRequest`` is Twisted's ``http.Request``: ``gotLength(length)`` when the
   headers are in, ``handleContentChunk(data)`` per chunk of the body, ``process()``
-  once it is whole; the request line's path is on ``request.channel._path``.
+  once it is whole; the request line's path is on ``request.channel._path``. Twisted
+  parses a form body into ``args`` when ``_parsePOSTFormSubmission`` (its
+  constructor's ``parsePOSTFormSubmission``) is true; daphne never reads ``args``.
   ``WebRequest.handle_reply`` writes an ``http.response.body`` message with
   ``http.Request.write`` (``WebRequest`` does not override ``write``) unless the
   request is finished or its channel gone; past the headers, a chunked
@@ -91,7 +93,8 @@ def write_body(
 def limit_request_bodies(
     max_bytes: Callable[[], int | None], refusal: Refusal, drop_rest_for_s: float
 ) -> None:
-    """Make daphne's HTTP request refuse a body over ``max_bytes()`` as it arrives.
+    """Make daphne's HTTP request refuse a body over ``max_bytes()`` as it arrives, and
+    leave its form parsing (which daphne does not use) to the application.
 
     From ``Content-Length`` as soon as the headers are in, or as a chunked body
     passes the limit: ``refusal``'s answer is written at once, the rest of the body
@@ -124,6 +127,11 @@ def limit_request_bodies(
         cast(Any, reactor).callLater(drop_rest_for_s, transport.abortConnection)
 
     def limited_got_length(request: Any, length: int | None) -> None:
+        # Twisted parses a POST's Content-Type with the email package (about 50 µs) to
+        # fill ``request.args`` from a form; daphne hands the raw body to the application
+        # and never reads ``args``. Twisted's constructor takes this flag; daphne's
+        # request factory does not pass it.
+        request._parsePOSTFormSubmission = False
         request.agentsite_received = 0
         request.agentsite_refused = False
         limit = max_bytes()

@@ -32,6 +32,17 @@ OVERRIDDEN: dict[str, dict[str, list[str]]] = {
         "prepare_execution": ["self", "job"],
         "request_force_stop": ["self", "signum", "frame"],
         "_shutdown": ["self"],
+        "work": [
+            "self",
+            "burst",
+            "logging_level",
+            "date_format",
+            "log_format",
+            "max_jobs",
+            "max_idle_time",
+            "with_scheduler",
+            "dequeue_strategy",
+        ],
     },
     "django_rq.cron.DjangoCronScheduler": {
         "start": ["self"],

@@ -47,6 +47,16 @@ def test_the_request_body_hooks_the_body_limit_wraps_keep_their_signatures() -> 
     assert {"_path", "transport"} <= assigned_attributes(http.HTTPChannel)
 
 
+def test_twisteds_request_parses_forms_only_when_its_flag_says_so() -> None:
+    """The flag ``limit_request_bodies`` turns off: the constructor's parameter, kept on the
+    request and read where the body is complete; daphne's request never reads ``args``."""
+    assert "parsePOSTFormSubmission" in parameters(http.Request.__init__)
+    assert "_parsePOSTFormSubmission" in assigned_attributes(http.Request)
+    received = ast.unparse(method(module_tree("twisted.web.http"), "Request", "requestReceived"))
+    assert "self._parsePOSTFormSubmission" in received
+    assert ".args" not in ast.unparse(module_tree("daphne.http_protocol"))
+
+
 def test_a_body_with_more_to_come_is_twisteds_request_write_unless_the_request_finished() -> None:
     """``write_body`` does what ``WebRequest.handle_reply`` does with such a message."""
     assert "write" not in vars(daphne.http_protocol.WebRequest)  # Twisted's own write
