@@ -31,6 +31,9 @@ REGISTRATION_CHECK_S = 2.0
 # round trips each, to keep a key alive for worker_ttl (minutes): a busy worker beats at
 # most this often instead.
 HEARTBEAT_EVERY_S = 1.0
+# How often the loop looks whether the workers were suspended (``rq suspend``): a
+# suspension takes effect within this long, where RQ looks before every job.
+SUSPENSION_CHECK_S = 1.0
 T = TypeVar("T")
 
 
@@ -135,8 +138,16 @@ class RidesOutRedis(BaseWorker):
         self._through_outage(beat)
         self._beat_at = now
 
+    _suspension_checked_at = float("-inf")
+
     def check_for_suspension(self, burst: bool) -> None:
+        """RQ's look for ``rq suspend``, at most every ``SUSPENSION_CHECK_S``: RQ's loop
+        looks before every dequeue, a round trip for each job (a turn worker takes
+        several a second)."""
+        if time.monotonic() - self._suspension_checked_at < SUSPENSION_CHECK_S:
+            return
         self._through_outage(lambda: super(RidesOutRedis, self).check_for_suspension(burst))
+        self._suspension_checked_at = time.monotonic()
 
     def run_maintenance_tasks(self) -> None:
         self._through_outage(

@@ -14,7 +14,7 @@ from rq import Queue
 from rq.exceptions import StopRequested
 from rq.worker import SimpleWorker
 
-from agentsite.core.workers import HEARTBEAT_EVERY_S, RidesOutRedis
+from agentsite.core.workers import HEARTBEAT_EVERY_S, SUSPENSION_CHECK_S, RidesOutRedis
 
 
 class Worker(RidesOutRedis, SimpleWorker):
@@ -82,3 +82,18 @@ def test_a_stop_request_caught_by_a_handler_still_stops_the_worker(
         for signum, handler in handlers.items():
             signal.signal(signum, handler)
         connection.close()
+
+
+def test_the_suspension_is_looked_up_at_most_once_a_second(worker: Worker) -> None:
+    # RQ looked before every dequeue: a round trip for each job.
+    from rq.suspension import resume, suspend
+
+    worker.check_for_suspension(burst=True)  # not suspended: goes on
+    suspend(worker.connection)
+    try:
+        worker.check_for_suspension(burst=True)  # within the second: not looked up again
+        worker._suspension_checked_at -= SUSPENSION_CHECK_S
+        with pytest.raises(StopRequested):  # RQ's answer to a suspension in burst mode
+            worker.check_for_suspension(burst=True)
+    finally:
+        resume(worker.connection)
