@@ -203,11 +203,10 @@ def _append_batch(connection: Any, events: Sequence[Event]) -> list[bool]:
         missing = counts.keys() - bumped.keys()
         if missing:
             raise AgentSession.DoesNotExist(f"session {min(missing)} does not exist")
-        taken: dict[str, int] = {}
+        next_seq = {session_id: bumped[session_id][0] - n + 1 for session_id, n in counts.items()}
         for event in events:
-            last_seq = bumped[event.session_id][0]
-            event.seq = last_seq - counts[event.session_id] + 1 + taken.get(event.session_id, 0)
-            taken[event.session_id] = taken.get(event.session_id, 0) + 1
+            event.seq = next_seq[event.session_id]
+            next_seq[event.session_id] += 1
         cursor.execute(
             _insert_many_sql(connection.alias, len(events)),
             [

@@ -162,3 +162,35 @@ def test_a_draft_whose_session_is_gone_fails_alone(user: Any) -> None:
         (1, {"text": "one"}),
         (2, {"text": "two"}),
     ]
+
+
+@pytest.mark.django_db(transaction=True)  # as a turn worker calls it: in autocommit
+def test_deltas_due_together_on_sqlite_are_two_statements_whatever_their_number(
+    user: Any,
+) -> None:
+    # A bump and an insert for all, where each event took both of its own.
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    if connection.vendor != "sqlite":
+        pytest.skip("PostgreSQL writes each event in one statement (tests/agentsite)")
+    a, b = (AgentSession.objects.create(owner=user) for _ in range(2))
+    drafts = [
+        EventDraft(session.id, "assistant_delta", {"text": f"{i}"}, None)
+        for i in range(3)
+        for session in (a, b)
+    ]
+
+    with CaptureQueriesContext(connection) as statements:
+        made = event_append_many(drafts=drafts)
+
+    written = [q["sql"] for q in statements if q["sql"].startswith(("UPDATE", "INSERT"))]
+    assert len(written) == 2, written
+    assert [(e.session_id, e.seq, e.payload["text"]) for e in made if isinstance(e, Event)] == [
+        (session.id, i + 1, f"{i}") for i in range(3) for session in (a, b)
+    ]
+    stored = sorted(Event.objects.values_list("session_id", "seq", "payload", "id"))
+    assert stored == sorted(
+        (e.session_id, e.seq, e.payload, e.pk) for e in made if isinstance(e, Event)
+    )
+    assert sorted(AgentSession.objects.values_list("last_seq", flat=True)) == [3, 3]
