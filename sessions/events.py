@@ -285,7 +285,8 @@ def _bump_many_sql(alias: str, sessions: int) -> str:
 @functools.lru_cache(maxsize=256)
 def _insert_many_sql(alias: str, rows: int) -> str:
     """The insert of ``rows`` events whose seqs are known, returning each one's id, session
-    and seq (the order of the rows a RETURNING gives back is not defined)."""
+    and seq (the order of the rows a RETURNING gives back is not defined; SQLite 3.35+):
+    written once, where the ORM would build and compile it at every delta."""
     quote = connections[alias].ops.quote_name
     event = _columns(Event)
     columns = [quote(event[name]) for name in (*_INSERT_FIELDS, "seq")]
@@ -294,19 +295,6 @@ def _insert_many_sql(alias: str, rows: int) -> str:
         f"INSERT INTO {quote(Event._meta.db_table)} ({', '.join(columns)})"
         f" VALUES {', '.join([row] * rows)}"
         f" RETURNING {quote(event['id'])}, {quote(event['session'])}, {quote(event['seq'])}"
-    )
-
-
-@functools.cache
-def _insert_sql(alias: str) -> str:
-    """The insert of an event whose seq is known, returning its id (SQLite 3.35+): the
-    statement written once, where the ORM would build and compile it at every delta."""
-    quote = connections[alias].ops.quote_name
-    event = _columns(Event)
-    columns = [quote(event[name]) for name in (*_INSERT_FIELDS, "seq")]
-    return (
-        f"INSERT INTO {quote(Event._meta.db_table)} ({', '.join(columns)})"
-        f" VALUES ({', '.join(['%s'] * len(columns))}) RETURNING {quote(event['id'])}"
     )
 
 
@@ -332,7 +320,7 @@ def _insert(connection: Any, event: Event) -> None:
     """Insert ``event`` (its seq set) in one statement; its id is read back."""
     with connection.cursor() as cursor:
         cursor.execute(
-            _insert_sql(connection.alias), [*_insert_values(connection, event), event.seq]
+            _insert_many_sql(connection.alias, 1), [*_insert_values(connection, event), event.seq]
         )
         event.pk = cursor.fetchone()[0]
     event._state.adding, event._state.db = False, connection.alias
