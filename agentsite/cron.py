@@ -9,7 +9,7 @@ from __future__ import annotations
 import django
 from rq import cron
 
-from agentsite.core.periodic import PeriodicTask
+from agentsite.core.periodic import IN_PROCESS, PeriodicTask
 
 
 def periodic_tasks() -> list[PeriodicTask]:
@@ -23,4 +23,11 @@ def periodic_tasks() -> list[PeriodicTask]:
 
 
 for func, queue_name, interval in periodic_tasks():
-    cron.register(func, queue_name, interval=interval, job_timeout=60, result_ttl=60)
+    cron.register(
+        func,
+        queue_name,
+        interval=interval,
+        job_timeout=60,
+        result_ttl=60,
+        meta={IN_PROCESS: True},
+    )

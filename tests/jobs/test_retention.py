@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
+import django_rq
 import pytest
 from django.utils import timezone
 
@@ -193,3 +194,19 @@ def test_the_scheduler_runs_the_retention_pass() -> None:
     registered = {func for func, _, _ in periodic_tasks()}
     assert {purge_jobs, purge_sessions} <= registered
     assert (purge_jobs, "default", 60) in PERIODIC
+
+
+def test_the_schedulers_jobs_run_in_the_worker_process() -> None:
+    # Marked for JobWorker, which then runs them without a fork (tests/jobs/test_warm_horse).
+    import importlib
+
+    from rq.cron import create_cron
+
+    import agentsite.cron
+    from agentsite.core.periodic import IN_PROCESS
+
+    importlib.reload(agentsite.cron)  # registers the tasks again, for this scheduler
+    scheduler = create_cron(django_rq.get_connection("default"))
+    jobs = scheduler.get_jobs()
+    assert {job.func for job in jobs} >= {purge_jobs}
+    assert all(job.job_options["meta"] == {IN_PROCESS: True} for job in jobs)
