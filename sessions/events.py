@@ -84,15 +84,14 @@ def event_append_many(*, drafts: Sequence[EventDraft]) -> list[Event | Exception
     ``event_append`` does, for the caller's retry (``through_database_outage``).
     """
     events = [_event(d.session_id, d.kind, d.payload, d.run_id) for d in drafts]
-    order = sorted(range(len(events)), key=lambda i: events[i].session_id)
+    in_order = sorted(events, key=lambda event: event.session_id)  # stable: drafts' order
     try:
         with transaction.atomic():
             connection = transaction.get_connection()
             if len(events) > 1 and _batches(connection):
-                in_order = [events[i] for i in order]
                 appended = list(zip(in_order, _append_batch(connection, in_order), strict=True))
             else:
-                appended = [(events[i], _append(connection, events[i])) for i in order]
+                appended = [(event, _append(connection, event)) for event in in_order]
             transaction.on_commit(lambda: events_committed(appended))
     except DATABASE_AWAY:
         raise
