@@ -10,7 +10,8 @@ belongs to a step and numbers its events; this module only renames them:
   a ``Task`` read mid-answer carries the answer so far, and its stream goes on
   from the next chunk;
 - a tool call (a job) becomes a ``working`` status update naming it, and its end
-  another with its result;
+  another with its result; a ``Task`` holds the calls made so far in its history,
+  as the same messages, so a client that joins after a call still sees it;
 - the step's end becomes the task's final status: ``completed``, ``failed``,
   ``canceled``, or ``input-required`` with one data part per pending request.
 """
@@ -172,14 +173,37 @@ def task_of(view: TaskView) -> Task:
     task = Task(id=view.task.id, context_id=view.task.session_id, status=status_of(view))
     for n, (response, step) in enumerate(zip(view.inputs, view.steps, strict=True)):
         task.history.append(_user_message(view, n, response))
-        for item_id, text, whole in _answers(step):
-            task.artifacts.append(
-                Artifact(artifact_id=item_id, name=ANSWER, parts=[Part(text=text)])
-            )
-            if whole:
-                task.history.append(agent_message(view, item_id, Part(text=text)))
+        answers = {item_id: (text, whole) for item_id, text, whole in _answers(step)}
+        for item in step.output:
+            if item["id"] in answers:
+                text, whole = answers[item["id"]]
+                task.artifacts.append(
+                    Artifact(artifact_id=item["id"], name=ANSWER, parts=[Part(text=text)])
+                )
+                if whole:
+                    task.history.append(agent_message(view, item["id"], Part(text=text)))
+            elif item["type"] == "mcp_call":
+                ids = {"task_id": view.task.id, "context_id": view.task.session_id}
+                task.history.extend(agent_message(None, *m, **ids) for m in _call_messages(item))
     task.artifacts.extend(report_artifact(report) for report in view.reports)
     return task
+
+
+def _call_messages(item: dict[str, Any]) -> list[tuple[Any, ...]]:
+    """A tool call as the agent's messages: its start (the tool and its arguments) and,
+    once it has ended, its result; each a message id and its parts. A stream's status
+    updates and a task's history carry the same ones, so a client that reads the task
+    mid-step still holds the calls made before it joined."""
+    call = {"tool": item["name"], "arguments": json.loads(item["arguments"] or "{}")}
+    messages: list[tuple[Any, ...]] = [
+        (item["id"], Part(text=f"Calling {item['name']}."), data_part(call))
+    ]
+    if item["status"] != "in_progress":
+        ok = item["status"] == "completed"
+        text = f"{item['name']} {'finished' if ok else 'failed'}."
+        result = {"tool": item["name"], "output": item.get("output"), "error": item.get("error")}
+        messages.append((f"{item['id']}-done", Part(text=text), data_part(result)))
+    return messages
 
 
 def report_artifact(report: dict[str, str]) -> Artifact:
@@ -226,20 +250,9 @@ class StepUpdates:
                 return []
             return [self._artifact(item["id"], _text(item), append=False, last=True)]
         if kind == "response.output_item.added" and event["item"]["type"] == "mcp_call":
-            item = event["item"]
-            text = f"Calling {item['name']}."
-            call = {"tool": item["name"], "arguments": json.loads(item["arguments"] or "{}")}
-            return [self._status(WORKING, item["id"], Part(text=text), data_part(call))]
+            return [self._status(WORKING, *_call_messages(event["item"])[0])]
         if kind == "response.output_item.done" and event["item"]["type"] == "mcp_call":
-            item = event["item"]
-            ok = item.get("status") == "completed"
-            text = f"{item['name']} {'finished' if ok else 'failed'}."
-            result = {
-                "tool": item["name"],
-                "output": item.get("output"),
-                "error": item.get("error"),
-            }
-            return [self._status(WORKING, f"{item['id']}-done", Part(text=text), data_part(result))]
+            return [self._status(WORKING, *_call_messages(event["item"])[-1])]
         return []
 
     def reports(self, view: TaskView) -> list[TaskArtifactUpdateEvent]:

@@ -8,6 +8,7 @@ or repeated.
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from typing import Any
 
@@ -76,6 +77,17 @@ async def first_task(client: Any, request: SendMessageRequest) -> Task:
     raise AssertionError("no answer")
 
 
+def calls_in(task: Task) -> list[dict[str, Any]]:
+    """The tool calls and call results a task's history holds, as their data parts say."""
+    return [
+        json_format.MessageToDict(part.data)
+        for m in task.history
+        if m.role == Role.ROLE_AGENT
+        for part in m.parts
+        if part.WhichOneof("content") == "data"
+    ]
+
+
 class Rebuilt:
     """A task as a client following its stream rebuilds it, checking each chunk on the way."""
 
@@ -94,6 +106,8 @@ class Rebuilt:
                 a.artifact_id: "".join(p.text for p in a.parts) for a in event.task.artifacts
             }
             self.states.append(event.task.status.state)
+            # Calls made before the task was read come in its history, not as updates.
+            self.calls = [call["tool"] for call in calls_in(event.task)]
         elif event.HasField("status_update"):
             status = event.status_update.status
             self.states.append(status.state)
@@ -245,6 +259,52 @@ def test_a_dropped_stream_resubscribed_loses_and_repeats_nothing(
     assert again.states[-1] == TaskState.TASK_STATE_COMPLETED
     assert AgentTask.objects.get(pk=task_id).session_id == session.id
     assert list(again.texts.values()) == assistant_texts(session.id) == [answer]
+
+
+@pytest.mark.parametrize("binding", BINDINGS)
+def test_a_task_read_after_its_calls_holds_them_in_its_history(
+    client_of: Any, user: Any, binding: str
+) -> None:
+    session = AgentSession.objects.create(owner=user, model="scripted")
+    long_call = {"name": "start_sleepy", "input": {"seconds": 30}, "id": "toolu_long"}
+    short_call = {"name": "start_sleepy", "input": {"seconds": 0.1}, "id": "toolu_short"}
+    scripted_push(
+        session.id,
+        {"text": "Starting two jobs.", "tool_calls": [long_call, short_call]},
+        {"text": "They run in the background."},
+    )
+    client, reading = client_of(user, binding, streaming=False), client_of(user, binding)
+
+    async def start() -> Task:
+        async with client as c:
+            request = send("sleep twice", context_id=session.id)
+            request.configuration.return_immediately = True
+            return await first_task(c, request)
+
+    started = run(start())
+
+    async def read_then_cancel() -> Task:
+        async with reading as c:
+            # Read while the long job runs and the short one has ended.
+            for _ in range(200):
+                task = await c.get_task(GetTaskRequest(id=started.id))
+                if any("output" in call for call in calls_in(task)):
+                    break
+                await asyncio.sleep(0.05)
+            await c.cancel_task(CancelTaskRequest(id=started.id))
+        return task
+
+    task = run(read_then_cancel())
+    assert task.status.state == TaskState.TASK_STATE_WORKING
+    calls = calls_in(task)
+    assert [c["tool"] for c in calls] == ["start_sleepy"] * 3
+    assert [c.get("arguments") for c in calls] == [{"seconds": 30}, {"seconds": 0.1}, None]
+    assert calls[2]["error"] is None and calls[2]["output"], calls
+    ids = [m.message_id for m in task.history if m.role == Role.ROLE_AGENT]
+    assert len(set(ids)) == len(ids), ids
+    # The ids a stream's status updates carry: a client merging both keeps each once.
+    long_id, short_id, short_done = (m.message_id for m in task.history if len(m.parts) == 2)
+    assert short_done == f"{short_id}-done" and long_id.startswith("mcp_")
 
 
 @pytest.mark.parametrize("binding", BINDINGS)
