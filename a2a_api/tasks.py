@@ -34,4 +34,4 @@ def push_sweep() -> int:
     return len(due)
 
 
-PERIODIC: list[PeriodicTask] = [(push_sweep, "default", PUSH_SWEEP_S)]
+PERIODIC: list[PeriodicTask] = [(push_sweep, PUSH_SWEEP_S)]

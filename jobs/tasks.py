@@ -133,27 +133,21 @@ def jobs_sweep() -> dict[str, int]:
 
 
 def sweep_jobs() -> dict[str, int]:
-    """The scheduler's periodic pass (``jobs_sweep``), run by a turn worker's chore thread,
-    which keeps its connection from one pass to the next (``sessions.worker``)."""
+    """The scheduler's periodic pass (``jobs_sweep``)."""
     return jobs_sweep()
 
 
 def purge_jobs() -> dict[str, int]:
     """The scheduler's retention pass: finished jobs past ``AGENTSITE_JOB_RETENTION_DAYS``,
-    and webhook deliveries of no job as old."""
-    connections_detach_inherited()
-    try:
-        return {
-            "jobs_deleted": retention.jobs_purge(),
-            "deliveries_deleted": retention.deliveries_purge(),
-        }
-    finally:
-        connections.close_all()
+    and webhook deliveries of no job as old. Each pass is bounded
+    (``AGENTSITE_RETENTION_BATCHES``)."""
+    return {
+        "jobs_deleted": retention.jobs_purge(),
+        "deliveries_deleted": retention.deliveries_purge(),
+    }
 
 
-# Retention is on ``default`` (served by the tool workers): it may wait behind tool
-# jobs, never delay a turn, and each pass is bounded (AGENTSITE_RETENTION_BATCHES).
 PERIODIC: list[PeriodicTask] = [
-    (sweep_jobs, "turns", settings.AGENTSITE_JOB_SWEEP_S),
-    (purge_jobs, "default", settings.AGENTSITE_RETENTION_SWEEP_S),
+    (sweep_jobs, settings.AGENTSITE_JOB_SWEEP_S),
+    (purge_jobs, settings.AGENTSITE_RETENTION_SWEEP_S),
 ]

@@ -36,7 +36,6 @@ from rq.worker import WorkerStatus
 
 from agentsite.compat import rq as rq_internals
 from agentsite.core.database import through_database_outage
-from agentsite.core.periodic import IN_PROCESS
 from agentsite.core.workers import REDIS_DOWN, RidesOutRedis
 from jobs import dispatch, handoff
 from jobs.horse import Assignment, WarmHorse
@@ -61,15 +60,8 @@ class JobWorker(RidesOutRedis, Worker):
     def _execute_job(self, job: RqJob, queue: Queue) -> None:
         if job.func_name != RUN_JOB or len(job.args) != 1:
             # Other tasks do not know to leave an inherited connection alone: fork
-            # them without one (the next tool job reconnects), or run them here.
+            # them without one (the next tool job reconnects).
             connections.close_all()
-            if job.meta.get(IN_PROCESS):
-                # The scheduler's passes (``agentsite.core.periodic``): in this process,
-                # as RQ's SimpleWorker runs a job, under the same timeout.
-                execution = self.prepare_execution(job)
-                self.perform_job(job, queue, execution)
-                self.set_state(WorkerStatus.IDLE)
-                return
             super().execute_job(job, queue)
             return
         job_id = str(job.args[0])

@@ -7,8 +7,9 @@ worker does, registers itself, keeps the started registry and records each
 job's end. But it forks no work horse. A ``run_turn`` job becomes a task on
 the event loop of a ``TurnThread`` (``sessions.runtime``), and the main
 thread goes straight back to the queue until ``AGENTSITE_TURN_CONCURRENCY``
-turns are in flight. Other jobs on ``turns`` (the schedulers' sweeps) run in
-a small thread pool of their own, so housekeeping never holds up a turn.
+turns are in flight. Any other job on ``turns`` (none of agentsite's own: the
+scheduler runs its passes itself) runs in a small thread pool of its own, so it
+never holds up a turn.
 
 Stopping (SIGTERM or Ctrl-C): the worker takes no new turns, lets the running
 ones finish for ``AGENTSITE_TURN_STOP_GRACE_S``, then hands back the rest:
@@ -127,8 +128,8 @@ class TurnWorker(RidesOutRedis, SimpleWorker):
         try:
             self.perform_job(job, queue, execution)
         finally:
-            # The two chore threads keep their connection from one sweep to the next (a
-            # sweep every few seconds would otherwise open one each time), unless it failed.
+            # The two chore threads keep their connection from one job to the next,
+            # unless it failed.
             connections_keep_if_sound()
             self.slots.release()
 

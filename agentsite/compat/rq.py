@@ -6,10 +6,11 @@ RQ documents how to subclass ``Worker`` but not the methods a subclass may
 override, nor their signatures. ``agentsite/core/workers.py`` (``RidesOutRedis``),
 ``jobs/worker.py`` (``JobWorker``), ``sessions/worker.py`` (``TurnWorker``), ``jobs/horse.py`` (the
 warm horse, RQ's ``main_work_horse`` kept alive) and
-``agentsite/management/commands/scheduler.py`` (RQ's cron loop that outlives
-Redis) override or call the methods below: ``OVERRIDDEN`` and ``CALLED`` list
-each with the parameters it was written against, and the test fails when RQ
-changes one, or when a worker overrides an RQ method this table does not list.
+``agentsite/management/commands/scheduler.py`` (a loop of its own on RQ's cron
+scheduler: its registration and heartbeat) override or call the methods below:
+``OVERRIDDEN`` and ``CALLED`` list each with the parameters it was written
+against, and the test fails when RQ changes one, or when a worker overrides an
+RQ method this table does not list.
 The private attributes they touch are read and written only through the
 functions of this module.
 """
@@ -79,10 +80,7 @@ CALLED: dict[str, dict[str, list[str]]] = {
         "_install_signal_handlers": ["self"],
         "register_birth": ["self"],
         "register_death": ["self", "pipeline"],
-        "enqueue_jobs": ["self"],
         "heartbeat": ["self"],
-        "save": ["self", "pipeline"],
-        "calculate_sleep_interval": ["self"],
     },
 }
 

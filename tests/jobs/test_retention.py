@@ -5,7 +5,6 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
-import django_rq
 import pytest
 from django.utils import timezone
 
@@ -191,22 +190,6 @@ def test_the_scheduler_runs_the_retention_pass() -> None:
     from agentsite.cron import periodic_tasks
     from sessions.tasks import purge_sessions
 
-    registered = {func for func, _, _ in periodic_tasks()}
+    registered = {func for func, _ in periodic_tasks()}
     assert {purge_jobs, purge_sessions} <= registered
-    assert (purge_jobs, "default", 60) in PERIODIC
-
-
-def test_the_schedulers_jobs_run_in_the_worker_process() -> None:
-    # Marked for JobWorker, which then runs them without a fork (tests/jobs/test_warm_horse).
-    import importlib
-
-    from rq.cron import create_cron
-
-    import agentsite.cron
-    from agentsite.core.periodic import IN_PROCESS
-
-    importlib.reload(agentsite.cron)  # registers the tasks again, for this scheduler
-    scheduler = create_cron(django_rq.get_connection("default"))
-    jobs = scheduler.get_jobs()
-    assert {job.func for job in jobs} >= {purge_jobs}
-    assert all(job.job_options["meta"] == {IN_PROCESS: True} for job in jobs)
+    assert (purge_jobs, 60) in PERIODIC

@@ -214,18 +214,3 @@ def test_a_horse_reads_the_database_after_every_other_process_let_go_of_it(
     job = worker.run("sleepy", {"seconds": 0.3, "steps": 3})
     assert job.result is not None
     assert worker.horse_of() == horse
-
-
-def test_the_schedulers_passes_run_in_the_worker_other_tasks_in_a_horse(
-    private_worker: Any,
-) -> None:
-    # A fork for each of the scheduler's passes on `default` cost about 40 ms of CPU,
-    # four times a minute on an idle server, more than the passes themselves.
-    from agentsite.core.periodic import IN_PROCESS
-
-    worker = private_worker()
-    in_process = worker.queue.enqueue(os.getpid, meta={IN_PROCESS: True})
-    forked = worker.queue.enqueue(os.getpid)
-    wait_until(lambda: all(j.get_status(refresh=True) == "finished" for j in (in_process, forked)))
-    assert in_process.return_value() == worker.pid
-    assert forked.return_value() != worker.pid

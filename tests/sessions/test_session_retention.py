@@ -102,4 +102,4 @@ def test_the_retention_setting_decides_what_is_old(user: Any, settings: Any) -> 
 
 
 def test_the_scheduler_runs_the_session_retention_pass() -> None:
-    assert (purge_sessions, "default", 60) in PERIODIC
+    assert (purge_sessions, 60) in PERIODIC

@@ -74,4 +74,4 @@ def test_a_turn_cut_off_from_the_database_is_not_reaped_while_it_lives(
 
 
 def test_the_reaper_is_a_periodic_task(db: None) -> None:
-    assert (reap_runs, "turns", 5) in PERIODIC
+    assert (reap_runs, 5) in PERIODIC
