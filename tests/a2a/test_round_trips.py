@@ -77,6 +77,18 @@ async def first_task(client: Any, request: SendMessageRequest) -> Task:
     raise AssertionError("no answer")
 
 
+def started_in(client: Any, text: str, session_id: str) -> Task:
+    """``text`` sent in the session with ``returnImmediately``: the task as it starts."""
+
+    async def start() -> Task:
+        async with client as c:
+            request = send(text, context_id=session_id)
+            request.configuration.return_immediately = True
+            return await first_task(c, request)
+
+    return run(start())
+
+
 def calls_in(task: Task) -> list[dict[str, Any]]:
     """The tool calls and call results a task's history holds, as their data parts say."""
     return [
@@ -275,13 +287,7 @@ def test_a_task_read_after_its_calls_holds_them_in_its_history(
     )
     client, reading = client_of(user, binding, streaming=False), client_of(user, binding)
 
-    async def start() -> Task:
-        async with client as c:
-            request = send("sleep twice", context_id=session.id)
-            request.configuration.return_immediately = True
-            return await first_task(c, request)
-
-    started = run(start())
+    started = started_in(client, "sleep twice", session.id)
 
     async def read_then_cancel() -> Task:
         async with reading as c:
@@ -320,13 +326,7 @@ def test_cancelling_a_task_whose_job_runs_ends_it_canceled_with_its_job(
 
     starting, cancelling = (client_of(user, binding, streaming=False) for _ in range(2))
 
-    async def start() -> Task:
-        async with starting as client:
-            request = send("sleep for a while", context_id=session.id)
-            request.configuration.return_immediately = True
-            return await first_task(client, request)
-
-    started = run(start())
+    started = started_in(starting, "sleep for a while", session.id)
     assert started.context_id == session.id
     assert started.status.state in (TaskState.TASK_STATE_SUBMITTED, TaskState.TASK_STATE_WORKING)
     job = wait_until(
@@ -414,13 +414,7 @@ def test_a_task_joined_mid_answer_holds_the_answer_so_far(
     scripted_push(session.id, {"text": so_far, "chunk": 6, "gate": "rest"})
     starting, joining = client_of(user, binding, streaming=False), client_of(user, binding)
 
-    async def start() -> Task:
-        async with starting as client:
-            request = send("answer in two halves", context_id=session.id)
-            request.configuration.return_immediately = True
-            return await first_task(client, request)
-
-    started = run(start())
+    started = started_in(starting, "answer in two halves", session.id)
 
     def written() -> str:
         deltas = Event.objects.filter(session_id=session.id, kind="assistant_delta")
