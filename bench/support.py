@@ -32,9 +32,10 @@ def scratch_environment(
     """
     owned: list[subprocess.Popen[bytes]] = []
     if not os.environ.get("REDIS_URL"):
-        from agentsite.core.embedded_redis import start_embedded_redis
+        from agentsite.core.embedded_redis import PRIVATE_REDIS_HZ, start_embedded_redis
 
-        process, url = start_embedded_redis(scratch / "redis")
+        # As ``make run`` starts its own.
+        process, url = start_embedded_redis(scratch / "redis", hz=PRIVATE_REDIS_HZ)
         owned.append(process)
         os.environ["REDIS_URL"] = url
     os.environ["DATABASE_URL"] = os.environ.get(
