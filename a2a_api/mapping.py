@@ -183,8 +183,7 @@ def task_of(view: TaskView) -> Task:
                 if whole:
                     task.history.append(agent_message(view, item["id"], Part(text=text)))
             elif item["type"] == "mcp_call":
-                ids = {"task_id": view.task.id, "context_id": view.task.session_id}
-                task.history.extend(agent_message(None, *m, **ids) for m in _call_messages(item))
+                task.history.extend(agent_message(view, *m) for m in _call_messages(item))
     task.artifacts.extend(report_artifact(report) for report in view.reports)
     return task
 

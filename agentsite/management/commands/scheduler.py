@@ -3,8 +3,8 @@
 Each pass runs here, on a thread of the scheduler's own, at its interval: the
 job sweep, the run reaper, expiry, retention, the A2A push sweep. They are
 agentsite's own bounded passes over the database; handing each to a worker as
-an RQ job cost more than the pass (about 4 ms of CPU a job in RQ's enqueue,
-dequeue and bookkeeping against well under 1 ms for an idle sweep, at most
+an RQ job cost more than the pass (about 4.4 ms of CPU a job in RQ's enqueue,
+dequeue and bookkeeping against 1.6 to 1.9 ms for an idle sweep or reap, up to
 three times in five seconds), and a pass here needs no worker to be free.
 
 - A pass runs at most once at a time: one still running when it is due again
@@ -12,8 +12,7 @@ three times in five seconds), and a pass here needs no worker to be free.
 - A pass that raises is logged and runs again at its next turn.
 - A thread keeps its database connection from one pass to the next unless an
   error occurred on it (``connections_keep_if_sound``).
-- Several schedulers (one per host) may run at once: every pass is safe to run
-  concurrently with itself, as it was when workers on several hosts ran them.
+- A deployment runs exactly one scheduler (docs/operations.md).
 
 It is registered with RQ's cron registry and keeps its heartbeat there (what
 ``/healthz`` reads), and it outlives a Redis outage: it waits for Redis with
